@@ -1,0 +1,108 @@
+// The node record of a flat, post-order spec array, and the index arithmetic
+// over it. Not API: the public spec types wrap it.
+//
+// Post-order means children come before their parent and the root is last.
+// The subtree rooted at node `i` is the range [i - nodes[i].num_nodes + 1, i],
+// so a node's children are found by walking left from `i - 1`, skipping one
+// child subtree at a time.
+//
+// Context items (dict keys, a namedtuple class, ...) live in a separate array
+// in *pre-order*: a node's own items come first, then its descendants'. So the
+// items of any subtree are one contiguous range, starting at its root's `ctx`.
+//
+//   std::vector<Node> nodes = ...;
+//   ForEachChildReversed(nodes.data(), root, [&](std::int64_t c) { ... });
+#ifndef CPYTREE_INTERNAL_NODE_H_
+#define CPYTREE_INTERNAL_NODE_H_
+
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "cpytree/kind.h"
+
+namespace cpytree {
+namespace internal {
+
+// One spec node. Plain data with no padding holes, so that arrays of nodes can
+// be hashed and compared as bytes (that is how interning compares specs).
+struct Node {
+  NodeKind kind;              // what the node rebuilds into
+  std::uint8_t reserved0[3];  // explicit padding, always zero
+  std::uint32_t arity;        // number of children (0 for a leaf)
+  std::uint32_t ctx;          // index of the node's first context item (pre-order)
+  std::uint32_t reserved1;    // explicit padding, always zero
+  std::int64_t num_leaves;    // leaves in this subtree: slices leaves on unflatten
+  std::int64_t num_nodes;     // nodes in this subtree: finds sibling subtrees
+};
+
+static_assert(sizeof(Node) == 32, "Node must stay 32 bytes with no hidden padding");
+static_assert(std::has_unique_object_representations_v<Node>,
+              "Node is hashed and compared bytewise: it may not have padding");
+static_assert(std::is_trivially_copyable_v<Node>, "Node arrays are copied with memcpy");
+
+// Makes a node with all padding zeroed.
+inline Node MakeNode(NodeKind kind, std::uint32_t arity, std::uint32_t ctx,
+                     std::int64_t num_leaves, std::int64_t num_nodes) {
+  Node n{};
+  n.kind = kind;
+  n.arity = arity;
+  n.ctx = ctx;
+  n.num_leaves = num_leaves;
+  n.num_nodes = num_nodes;
+  return n;
+}
+
+// Calls `f(child_index)` for each child of node `i`, last child first.
+template <class F>
+void ForEachChildReversed(const Node* nodes, std::int64_t i, F&& f) {
+  std::int64_t c = i - 1;
+  for (std::uint32_t k = 0; k < nodes[i].arity; ++k) {
+    f(c);
+    c -= nodes[c].num_nodes;
+  }
+}
+
+// The indices of node `i`'s children, first child first.
+inline void ChildIndices(const Node* nodes, std::int64_t i,
+                         std::vector<std::int64_t>* out) {
+  out->resize(nodes[i].arity);
+  std::size_t k = out->size();
+  ForEachChildReversed(nodes, i, [&](std::int64_t c) { (*out)[--k] = c; });
+}
+
+// Index of the first node of the subtree rooted at `i`.
+inline std::int64_t SubtreeBegin(const Node* nodes, std::int64_t i) {
+  return i - nodes[i].num_nodes + 1;
+}
+
+// Checks the counts of a post-order array: every node's num_nodes and
+// num_leaves agree with its children, and the array is exactly one tree.
+// Returns false on the first inconsistency (used on untrusted input).
+inline bool IsWellFormed(const Node* nodes, std::int64_t n) {
+  if (n <= 0) return false;
+  std::vector<std::int64_t> stack;  // indices of completed subtrees
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Node& node = nodes[i];
+    if (node.kind == NodeKind::kLeaf) {
+      if (node.arity != 0 || node.num_leaves != 1 || node.num_nodes != 1) return false;
+      stack.push_back(i);
+      continue;
+    }
+    if (stack.size() < node.arity) return false;
+    std::int64_t leaves = 0, count = 1;
+    for (std::uint32_t k = 0; k < node.arity; ++k) {
+      leaves += nodes[stack.back()].num_leaves;
+      count += nodes[stack.back()].num_nodes;
+      stack.pop_back();
+    }
+    if (node.num_leaves != leaves || node.num_nodes != count) return false;
+    stack.push_back(i);
+  }
+  return stack.size() == 1 && stack[0] == n - 1;
+}
+
+}  // namespace internal
+}  // namespace cpytree
+
+#endif  // CPYTREE_INTERNAL_NODE_H_

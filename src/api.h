@@ -1,0 +1,27 @@
+// The Python-facing entry points of cpytree._C. The hot ones are
+// METH_FASTCALL | METH_KEYWORDS C functions bound directly as the public
+// functions of the cpytree package: no Python frame between the caller and
+// the traversal.
+#ifndef CPYTREE_SRC_API_H_
+#define CPYTREE_SRC_API_H_
+
+#include "common.h"
+
+namespace cpytree {
+
+#define CPYTREE_FASTCALL(name) \
+  PyObject* name(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames)
+
+CPYTREE_FASTCALL(PyTreeFlatten);      // tree_flatten(tree, is_leaf=None)
+CPYTREE_FASTCALL(PyTreeLeaves);       // tree_leaves(tree, is_leaf=None)
+CPYTREE_FASTCALL(PyTreeStructure);    // tree_structure(tree, is_leaf=None)
+CPYTREE_FASTCALL(PyTreeIsLeaf);       // tree_is_leaf(tree, is_leaf=None)
+CPYTREE_FASTCALL(PyTreeUnflatten);    // tree_unflatten(leaves, treespec)
+CPYTREE_FASTCALL(PyTreeMap);          // tree_map(func, tree, *rests, is_leaf=None)
+CPYTREE_FASTCALL(PyTreeMapInplace);   // tree_map_(func, tree, *rests, is_leaf=None)
+
+#undef CPYTREE_FASTCALL
+
+}  // namespace cpytree
+
+#endif  // CPYTREE_SRC_API_H_

@@ -1,0 +1,45 @@
+// Getting the children of one node, shared by flatten, map and flatten_up_to:
+// calling a custom node's flatten function, snapshotting dict-like nodes.
+#ifndef CPYTREE_SRC_CHILDREN_H_
+#define CPYTREE_SRC_CHILDREN_H_
+
+#include <vector>
+
+#include "common.h"
+#include "registry.h"
+
+namespace cpytree {
+
+// Calls reg->flatten_fn(obj) and unpacks `children, context` as Python's
+// tuple unpacking would (same errors). `children` becomes a list or tuple the
+// caller owns (a list may still be shared with user code: re-check sizes).
+bool CallCustomFlatten(const Registration* reg, PyObject* obj, Ref* children, Ref* context);
+
+// Appends owned references to the keys and values of a dict-kind node in
+// torch's order (insertion order; an OrderedDict's own order). `keys` may be
+// null when only values are wanted.
+bool SnapshotDict(PyObject* obj, NodeKind kind, std::vector<PyObject*>* keys,
+                  std::vector<PyObject*>* values);
+
+// defaultdict's default_factory / deque's maxlen (new references).
+PyObject* DefaultFactoryOf(PyObject* obj);
+PyObject* MaxLenOf(PyObject* obj);
+
+// Appends owned references to a deque's items.
+bool SnapshotDeque(PyObject* obj, std::vector<PyObject*>* values);
+
+// Releases the owned references in out[from:] and truncates.
+inline void ReleaseFrom(std::vector<PyObject*>* out, std::size_t from) {
+  for (std::size_t i = from; i < out->size(); ++i) Py_DECREF((*out)[i]);
+  out->resize(from);
+}
+
+// Parses (positional-or-keyword) arguments of a METH_FASTCALL|METH_KEYWORDS
+// function: `names` has `total` names, the first `required` are required;
+// missing optional ones are left as they were in `out`. Borrowed results.
+bool ParseArgs(const char* fname, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+               const char* const* names, int total, int required, PyObject** out);
+
+}  // namespace cpytree
+
+#endif  // CPYTREE_SRC_CHILDREN_H_

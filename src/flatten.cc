@@ -1,0 +1,286 @@
+// tree_flatten, tree_leaves, tree_structure and tree_is_leaf: one recursive
+// traversal specialised at compile time for "build a spec or not" and "is
+// there an is_leaf callback", so the common call runs with no mode tests.
+#include "flatten.h"
+
+#include "api.h"
+#include "children.h"
+#include "intern.h"
+#include "registry.h"
+
+namespace cpytree {
+namespace {
+
+template <bool kWithSpec, bool kHasIsLeaf>
+class Flattener {
+ public:
+  Flattener(PyObject* is_leaf, SpecBuilder* b) : is_leaf_(is_leaf), b_(b), limit_(DepthLimit()) {}
+
+  bool Visit(PyObject* obj, int depth) {
+    if (CPYTREE_UNLIKELY(depth > limit_)) {
+      RaiseDepthError("pytree flatten", limit_);
+      return false;
+    }
+    if constexpr (kHasIsLeaf) {
+      int r = CallIsLeaf(obj);
+      if (r != 0) return r > 0 && AddLeaf(obj);
+    }
+    PyTypeObject* type = Py_TYPE(obj);
+    if (type == &PyList_Type) return VisitList(obj, depth);
+    if (type == &PyTuple_Type) return VisitTuple(obj, NodeKind::kTuple, depth);
+    if (type == &PyDict_Type) return VisitDict(obj, NodeKind::kDict, depth);
+    if (obj == Py_None) return AddLeaf(obj);
+    return VisitOther(obj, depth);
+  }
+
+ private:
+  // 1 if is_leaf(obj) is true, 0 if false, -1 on error.
+  CPYTREE_NOINLINE int CallIsLeaf(PyObject* obj) {
+    Ref r(PyObject_CallOneArg(is_leaf_, obj));
+    if (!r) return -1;
+    return PyObject_IsTrue(r.get());
+  }
+
+  bool AddLeaf(PyObject* obj) {
+    Py_INCREF(obj);
+    b_->leaves.push_back(obj);
+    if constexpr (kWithSpec) {
+      b_->nodes.push_back(internal::MakeNode(NodeKind::kLeaf, 0, ItemCount(), 1, 1));
+    }
+    return true;
+  }
+
+  std::uint32_t ItemCount() const { return static_cast<std::uint32_t>(b_->items.size()); }
+
+  // Where a node starts: its counts are differences against this.
+  struct Mark {
+    std::size_t leaves, nodes;
+    std::uint32_t ctx;
+  };
+  Mark Begin() const { return Mark{b_->leaves.size(), b_->nodes.size(), ItemCount()}; }
+  void End(const Mark& m, NodeKind kind, std::size_t arity) {
+    if constexpr (kWithSpec) {
+      b_->nodes.push_back(internal::MakeNode(
+          kind, static_cast<std::uint32_t>(arity), m.ctx,
+          static_cast<std::int64_t>(b_->leaves.size() - m.leaves),
+          static_cast<std::int64_t>(b_->nodes.size() - m.nodes + 1)));
+    }
+  }
+  void AddItem(PyObject* borrowed) {
+    if constexpr (kWithSpec) {
+      Py_INCREF(borrowed);
+      b_->AddItem(borrowed);
+    }
+  }
+
+  // A list may be mutated by user code run below it (is_leaf, custom
+  // flatten): read its size every step and hold each child while visiting.
+  bool VisitList(PyObject* list, int depth) {
+    Mark m = Begin();
+    Py_ssize_t i = 0;
+    for (; i < PyList_GET_SIZE(list); ++i) {
+      PyObject* child = PyList_GET_ITEM(list, i);
+      Py_INCREF(child);
+      bool ok = Visit(child, depth + 1);
+      Py_DECREF(child);
+      if (!ok) return false;
+    }
+    End(m, NodeKind::kList, static_cast<std::size_t>(i));
+    return true;
+  }
+
+  // Tuples are immutable and their parent holds them: no per-child refs.
+  bool VisitTuple(PyObject* tuple, NodeKind kind, int depth) {
+    Mark m = Begin();
+    if (kind == NodeKind::kNamedTuple) AddItem(reinterpret_cast<PyObject*>(Py_TYPE(tuple)));
+    Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      if (!Visit(PyTuple_GET_ITEM(tuple, i), depth + 1)) return false;
+    }
+    End(m, kind, static_cast<std::size_t>(n));
+    return true;
+  }
+
+  // Visits pending[base:] (owned snapshot), then drops the snapshot.
+  bool VisitPending(std::size_t base, int depth) {
+    std::size_t n = b_->pending.size() - base;
+    for (std::size_t i = 0; i < n; ++i) {
+      // By index: the vector may grow (and move) inside Visit.
+      if (!Visit(b_->pending[base + i], depth + 1)) return false;
+    }
+    ReleaseFrom(&b_->pending, base);
+    return true;
+  }
+
+  bool VisitDict(PyObject* dict, NodeKind kind, int depth) {
+    Mark m = Begin();
+    if (kind == NodeKind::kDefaultDict) {
+      Ref factory(DefaultFactoryOf(dict));
+      if (!factory) return false;
+      AddItem(factory.get());
+    }
+    std::size_t base = b_->pending.size();
+    if (!SnapshotDict(dict, kind, kWithSpec ? &b_->items : nullptr, &b_->pending)) return false;
+    std::size_t arity = b_->pending.size() - base;
+    if (!VisitPending(base, depth)) return false;
+    End(m, kind, arity);
+    return true;
+  }
+
+  bool VisitDeque(PyObject* deque, int depth) {
+    Mark m = Begin();
+    Ref maxlen(MaxLenOf(deque));
+    if (!maxlen) return false;
+    AddItem(maxlen.get());
+    std::size_t base = b_->pending.size();
+    if (!SnapshotDeque(deque, &b_->pending)) return false;
+    std::size_t arity = b_->pending.size() - base;
+    if (!VisitPending(base, depth)) return false;
+    End(m, NodeKind::kDeque, arity);
+    return true;
+  }
+
+  bool VisitCustom(PyObject* obj, const Registration* reg, int depth) {
+    Ref children, context;
+    if (!CallCustomFlatten(reg, obj, &children, &context)) return false;
+    Mark m = Begin();
+    AddItem(reg->type);
+    AddItem(context.get());
+    PyObject* seq = children.get();
+    Py_ssize_t i = 0;
+    for (; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+      Ref child = Ref::Borrow(PySequence_Fast_ITEMS(seq)[i]);
+      if (!Visit(child.get(), depth + 1)) return false;
+    }
+    End(m, NodeKind::kCustom, static_cast<std::size_t>(i));
+    return true;
+  }
+
+  CPYTREE_NOINLINE bool VisitOther(PyObject* obj, int depth) {
+    const Registration* reg = nullptr;
+    bool error = false;
+    NodeKind kind = Classify(obj, &reg, &error);
+    if (error) return false;
+    switch (kind) {
+      case NodeKind::kLeaf: return AddLeaf(obj);
+      case NodeKind::kNamedTuple: return VisitTuple(obj, kind, depth);
+      case NodeKind::kOrderedDict:
+      case NodeKind::kDefaultDict: return VisitDict(obj, kind, depth);
+      case NodeKind::kDeque: return VisitDeque(obj, depth);
+      case NodeKind::kCustom: return VisitCustom(obj, reg, depth);
+      default: CPYTREE_CHECK(false, false);
+    }
+  }
+
+  PyObject* is_leaf_;
+  SpecBuilder* b_;
+  int limit_;
+};
+
+template <bool kWithSpec>
+bool Dispatch(PyObject* tree, PyObject* is_leaf, SpecBuilder* b) {
+  if (is_leaf == nullptr || is_leaf == Py_None) {
+    return Flattener<kWithSpec, false>(nullptr, b).Visit(tree, 0);
+  }
+  return Flattener<kWithSpec, true>(is_leaf, b).Visit(tree, 0);
+}
+
+// The spec of a finished traversal (new reference).
+PyObject* FinishSpec(SpecBuilder* b) {
+  if (b->nodes.size() == 1 && b->nodes[0].kind == NodeKind::kLeaf) {
+    Py_INCREF(LeafSpec());
+    return LeafSpec();
+  }
+  return InternView(b->View());
+}
+
+const char* const kTreeArgs[] = {"tree", "is_leaf"};
+
+}  // namespace
+
+bool FlattenInto(PyObject* tree, PyObject* is_leaf, bool with_spec, SpecBuilder* b) {
+  return with_spec ? Dispatch<true>(tree, is_leaf, b) : Dispatch<false>(tree, is_leaf, b);
+}
+
+PyObject* StealIntoList(std::vector<PyObject*>* v) {
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(v->size()));
+  if (list == nullptr) return nullptr;
+  for (std::size_t i = 0; i < v->size(); ++i) PyList_SET_ITEM(list, i, (*v)[i]);
+  v->clear();
+  return list;
+}
+
+PyObject* PyTreeFlatten(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* a[2] = {nullptr, nullptr};
+  if (!ParseArgs("tree_flatten", args, nargs, kwnames, kTreeArgs, 2, 1, a)) return nullptr;
+  ScratchBuilder b;
+  if (!FlattenInto(a[0], a[1], true, b.get())) return nullptr;
+  Ref spec(FinishSpec(b.get()));
+  if (!spec) return nullptr;
+  Ref leaves(StealIntoList(&b->leaves));
+  if (!leaves) return nullptr;
+  return PyTuple_Pack(2, leaves.get(), spec.get());
+}
+
+PyObject* PyTreeLeaves(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* a[2] = {nullptr, nullptr};
+  if (!ParseArgs("tree_leaves", args, nargs, kwnames, kTreeArgs, 2, 1, a)) return nullptr;
+  ScratchBuilder b;
+  if (!FlattenInto(a[0], a[1], false, b.get())) return nullptr;
+  return StealIntoList(&b->leaves);
+}
+
+PyObject* PyTreeStructure(PyObject*, PyObject* const* args, Py_ssize_t nargs,
+                          PyObject* kwnames) {
+  PyObject* a[2] = {nullptr, nullptr};
+  if (!ParseArgs("tree_structure", args, nargs, kwnames, kTreeArgs, 2, 1, a)) return nullptr;
+  ScratchBuilder b;
+  if (!FlattenInto(a[0], a[1], true, b.get())) return nullptr;
+  return FinishSpec(b.get());
+}
+
+PyObject* PyTreeIsLeaf(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* a[2] = {nullptr, nullptr};
+  if (!ParseArgs("tree_is_leaf", args, nargs, kwnames, kTreeArgs, 2, 1, a)) return nullptr;
+  if (a[1] != nullptr && a[1] != Py_None) {
+    Ref r(PyObject_CallOneArg(a[1], a[0]));
+    if (!r) return nullptr;
+    int truth = PyObject_IsTrue(r.get());
+    if (truth < 0) return nullptr;
+    if (truth) Py_RETURN_TRUE;
+  }
+  const Registration* reg = nullptr;
+  bool error = false;
+  NodeKind kind = KindOf(a[0], &reg, &error);
+  if (error) return nullptr;
+  return PyBool_FromLong(kind == NodeKind::kLeaf);
+}
+
+// ScratchBuilder: one cached builder per thread, handed out when free.
+namespace {
+thread_local SpecBuilder* t_cached = nullptr;
+thread_local bool t_cached_in_use = false;
+}  // namespace
+
+ScratchBuilder::ScratchBuilder() {
+  if (!t_cached_in_use) {
+    if (t_cached == nullptr) t_cached = new SpecBuilder();
+    t_cached_in_use = true;
+    b_ = t_cached;
+    cached_ = true;
+  } else {
+    b_ = new SpecBuilder();
+    cached_ = false;
+  }
+}
+
+ScratchBuilder::~ScratchBuilder() {
+  b_->Clear();
+  if (cached_) {
+    t_cached_in_use = false;
+  } else {
+    delete b_;
+  }
+}
+
+}  // namespace cpytree

@@ -1,0 +1,19 @@
+// The flatten traversal: leaves (and optionally the spec nodes) of a tree,
+// with the modes chosen once at the entry point as template parameters.
+#ifndef CPYTREE_SRC_FLATTEN_H_
+#define CPYTREE_SRC_FLATTEN_H_
+
+#include "treespec.h"
+
+namespace cpytree {
+
+// Flattens `tree` into b->leaves (and b->nodes/b->items when `with_spec`).
+// `is_leaf` may be null or None. False with an exception set.
+bool FlattenInto(PyObject* tree, PyObject* is_leaf, bool with_spec, SpecBuilder* b);
+
+// Moves the owned references of `v` into a new list (v is left empty).
+PyObject* StealIntoList(std::vector<PyObject*>* v);
+
+}  // namespace cpytree
+
+#endif  // CPYTREE_SRC_FLATTEN_H_

@@ -1,0 +1,202 @@
+// The intern table of specs and the identity-preserving hash and equality of
+// context items. See intern.h for the design and the locking rules.
+#include "intern.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
+#include "absl/strings/string_view.h"
+
+namespace cpytree {
+namespace {
+
+// Chain heads by identity hash. Leaked on purpose: specs that outlive the
+// module (interpreter shutdown) still unlink themselves safely.
+absl::flat_hash_map<std::size_t, TreeSpecObject*>* g_table =
+    new absl::flat_hash_map<std::size_t, TreeSpecObject*>();
+
+// Containers inside contexts are hashed structurally only this deep.
+constexpr int kMaxItemDepth = 64;
+
+std::size_t Mix(std::size_t h, std::size_t v) {
+  return absl::Hash<std::pair<std::size_t, std::size_t>>()({h, v});
+}
+
+// Identity-preserving hash of a context item: the type takes part, so 1, 1.0
+// and True differ. False if the item is not hashable this way.
+bool ItemHash(PyObject* o, std::size_t* out, int depth) {
+  if (depth > kMaxItemDepth) return false;
+  PyTypeObject* t = Py_TYPE(o);
+  std::size_t h = reinterpret_cast<std::size_t>(t);
+  if (t == &PyTuple_Type || t == &PyList_Type) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    h = Mix(h, static_cast<std::size_t>(n));
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      std::size_t e;
+      if (!ItemHash(PySequence_Fast_ITEMS(o)[i], &e, depth + 1)) return false;
+      h = Mix(h, e);
+    }
+  } else if (t == &PyDict_Type) {
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    h = Mix(h, static_cast<std::size_t>(PyDict_GET_SIZE(o)));
+    while (PyDict_Next(o, &pos, &k, &v)) {
+      std::size_t hk, hv;
+      if (!ItemHash(k, &hk, depth + 1) || !ItemHash(v, &hv, depth + 1)) return false;
+      h = Mix(Mix(h, hk), hv);
+    }
+  } else if (PyType_Check(o)) {
+    h = Mix(h, reinterpret_cast<std::size_t>(o));
+  } else {
+    Py_hash_t v = PyObject_Hash(o);
+    if (v == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    h = Mix(h, static_cast<std::size_t>(v));
+  }
+  *out = h;
+  return true;
+}
+
+// Structural hash of a view; false if some item is not identity-hashable.
+bool ViewHash(SpecView v, std::size_t* out) {
+  const Node& root = v.root();
+  std::size_t h;
+  if (root.ctx == 0) {
+    h = absl::Hash<absl::string_view>()(absl::string_view(
+        reinterpret_cast<const char*>(v.nodes), sizeof(Node) * v.num_nodes));
+  } else {
+    // A subtree of a larger spec: hash its nodes as they would be on their own.
+    std::vector<Node> rebased(v.nodes, v.nodes + v.num_nodes);
+    for (Node& n : rebased) n.ctx -= root.ctx;
+    h = absl::Hash<absl::string_view>()(absl::string_view(
+        reinterpret_cast<const char*>(rebased.data()), sizeof(Node) * v.num_nodes));
+  }
+  std::size_t num_items = 0;
+  for (std::int64_t i = 0; i < v.num_nodes; ++i) {
+    num_items += NumContextItems(v.nodes[i].kind, v.nodes[i].arity);
+  }
+  PyObject* const* items = v.items + root.ctx;
+  for (std::size_t i = 0; i < num_items; ++i) {
+    std::size_t e;
+    if (!ItemHash(items[i], &e, 0)) return false;
+    h = Mix(h, e);
+  }
+  *out = h;
+  return true;
+}
+
+// Same structure under identity equality (node bytes, then items).
+bool SameStructure(SpecView a, const TreeSpecObject* s) {
+  SpecView b = ViewOf(s);
+  if (a.num_nodes != b.num_nodes) return false;
+  // Node ctx offsets are relative to the view's own item base: compare them
+  // after rebasing by each root's ctx.
+  std::uint32_t base_a = a.root().ctx, base_b = b.root().ctx;
+  if (base_a == base_b) {
+    if (std::memcmp(a.nodes, b.nodes, sizeof(Node) * a.num_nodes) != 0) return false;
+  } else {
+    for (std::int64_t i = 0; i < a.num_nodes; ++i) {
+      Node x = a.nodes[i], y = b.nodes[i];
+      x.ctx -= base_a;
+      y.ctx -= base_b;
+      if (std::memcmp(&x, &y, sizeof(Node)) != 0) return false;
+    }
+  }
+  std::size_t n = s->items->size();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!IdentityEqual(a.items[base_a + i], b.items[base_b + i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int IdentityEqual(PyObject* a, PyObject* b, int depth) {
+  if (a == b) return 1;
+  PyTypeObject* t = Py_TYPE(a);
+  if (t != Py_TYPE(b) || depth > kMaxItemDepth) return 0;
+  if (t == &PyUnicode_Type) return PyUnicode_Compare(a, b) == 0;
+  if (t == &PyTuple_Type || t == &PyList_Type) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(a);
+    if (n != PySequence_Fast_GET_SIZE(b)) return 0;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      // Lists may change under user __eq__: re-check the size each step.
+      if (i >= PySequence_Fast_GET_SIZE(a) || i >= PySequence_Fast_GET_SIZE(b)) return 0;
+      Ref x = Ref::Borrow(PySequence_Fast_ITEMS(a)[i]);
+      Ref y = Ref::Borrow(PySequence_Fast_ITEMS(b)[i]);
+      if (!IdentityEqual(x.get(), y.get(), depth + 1)) return 0;
+    }
+    return 1;
+  }
+  if (t == &PyDict_Type) {
+    if (PyDict_GET_SIZE(a) != PyDict_GET_SIZE(b)) return 0;
+    Ref ia(PyDict_Items(a)), ib(PyDict_Items(b));
+    if (!ia || !ib) {
+      PyErr_Clear();
+      return 0;
+    }
+    return IdentityEqual(ia.get(), ib.get(), depth + 1);
+  }
+  if (PyType_Check(a)) return 0;  // types are equal only when identical
+  int r = PyObject_RichCompareBool(a, b, Py_EQ);
+  if (r < 0) {
+    PyErr_Clear();
+    return 0;
+  }
+  return r;
+}
+
+PyObject* InternView(SpecView v) {
+  std::size_t hash;
+  if (!ViewHash(v, &hash)) {
+    // Not identity-hashable (e.g. an unhashable custom context): a private spec.
+    TreeSpecObject* s = NewSpecFromRange(v, 0, v.num_nodes - 1);
+    return reinterpret_cast<PyObject*>(s);
+  }
+  auto it = g_table->find(hash);
+  TreeSpecObject* cand = it == g_table->end() ? nullptr : it->second;
+  if (cand != nullptr) Py_INCREF(cand);
+  while (cand != nullptr) {
+    // `cand` is held strongly: user __eq__ inside SameStructure may drop the
+    // table's last reference to it or relink the chain.
+    if (SameStructure(v, cand)) return reinterpret_cast<PyObject*>(cand);
+    TreeSpecObject* next = cand->interned ? cand->intern_next : nullptr;
+    Py_XINCREF(next);
+    Py_DECREF(cand);
+    cand = next;
+  }
+  TreeSpecObject* s = NewSpecFromRange(v, 0, v.num_nodes - 1);
+  if (s == nullptr) return nullptr;
+  s->intern_hash = hash;
+  s->interned = true;
+  TreeSpecObject*& head = (*g_table)[hash];
+  s->intern_next = head;
+  head = s;
+  return reinterpret_cast<PyObject*>(s);
+}
+
+void ForgetSpec(TreeSpecObject* spec) {
+  if (!spec->interned) return;
+  spec->interned = false;
+  auto it = g_table->find(spec->intern_hash);
+  if (it == g_table->end()) return;
+  TreeSpecObject** link = &it->second;
+  while (*link != nullptr && *link != spec) link = &(*link)->intern_next;
+  if (*link == spec) *link = spec->intern_next;
+  if (it->second == nullptr) g_table->erase(it);
+  spec->intern_next = nullptr;
+}
+
+Py_ssize_t InternTableSize() {
+  Py_ssize_t n = 0;
+  for (const auto& entry : *g_table) {
+    for (TreeSpecObject* s = entry.second; s != nullptr; s = s->intern_next) ++n;
+  }
+  return n;
+}
+
+}  // namespace cpytree

@@ -1,0 +1,319 @@
+// tree_map and tree_map_. The unary map is one fused pass that rebuilds the
+// tree as it walks it and never builds a spec. The n-ary map flattens the
+// first tree, matches every other tree against it (torch's prefix rule, all
+// errors before any call of `func`), calls `func`, and rebuilds.
+#include <vector>
+
+#include "api.h"
+#include "children.h"
+#include "flatten.h"
+#include "registry.h"
+#include "treespec.h"
+
+namespace cpytree {
+namespace {
+
+template <bool kHasIsLeaf>
+class Mapper {
+ public:
+  Mapper(PyObject* func, PyObject* is_leaf, SpecBuilder* b)
+      : func_(func), is_leaf_(is_leaf), b_(b), limit_(DepthLimit()) {}
+
+  // The mapped tree (new reference) or null with an exception.
+  PyObject* Visit(PyObject* obj, int depth) {
+    if (CPYTREE_UNLIKELY(depth > limit_)) {
+      RaiseDepthError("pytree map", limit_);
+      return nullptr;
+    }
+    if constexpr (kHasIsLeaf) {
+      int r = CallIsLeaf(obj);
+      if (r < 0) return nullptr;
+      if (r > 0) return PyObject_CallOneArg(func_, obj);
+    }
+    PyTypeObject* type = Py_TYPE(obj);
+    if (type == &PyList_Type) return MapList(obj, depth);
+    if (type == &PyTuple_Type) return MapTuple(obj, depth);
+    if (type == &PyDict_Type) return MapDict(obj, NodeKind::kDict, depth);
+    if (obj == Py_None) return PyObject_CallOneArg(func_, obj);
+    return MapOther(obj, depth);
+  }
+
+ private:
+  CPYTREE_NOINLINE int CallIsLeaf(PyObject* obj) {
+    Ref r(PyObject_CallOneArg(is_leaf_, obj));
+    if (!r) return -1;
+    return PyObject_IsTrue(r.get());
+  }
+
+  // Maps the snapshot pending[base:] onto the results stack (b_->leaves) and
+  // drops the snapshot. Results are read back from leaves[rbase:].
+  bool MapPending(std::size_t base, int depth, std::size_t* rbase) {
+    *rbase = b_->leaves.size();
+    std::size_t n = b_->pending.size() - base;
+    bool ok = true;
+    for (std::size_t k = 0; ok && k < n; ++k) {
+      // By index: the stacks may grow (and move) inside Visit.
+      PyObject* v = Visit(b_->pending[base + k], depth + 1);
+      if (v == nullptr) {
+        ok = false;
+      } else {
+        b_->leaves.push_back(v);
+      }
+    }
+    ReleaseFrom(&b_->pending, base);
+    if (!ok) ReleaseFrom(&b_->leaves, *rbase);
+    return ok;
+  }
+
+  // Moves results leaves[rbase:] into a new list.
+  PyObject* ResultsList(std::size_t rbase) {
+    std::size_t n = b_->leaves.size() - rbase;
+    PyObject* out = PyList_New(static_cast<Py_ssize_t>(n));
+    if (out == nullptr) {
+      ReleaseFrom(&b_->leaves, rbase);
+      return nullptr;
+    }
+    for (std::size_t k = 0; k < n; ++k) PyList_SET_ITEM(out, k, b_->leaves[rbase + k]);
+    b_->leaves.resize(rbase);
+    return out;
+  }
+
+  // Snapshots a list's items first: `func` may mutate the input list.
+  PyObject* MapList(PyObject* list, int depth) {
+    std::size_t base = b_->pending.size(), rbase;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); ++i) {
+      PyObject* o = PyList_GET_ITEM(list, i);
+      Py_INCREF(o);
+      b_->pending.push_back(o);
+    }
+    if (!MapPending(base, depth, &rbase)) return nullptr;
+    return ResultsList(rbase);
+  }
+
+  PyObject* MapTuple(PyObject* tuple, int depth) {
+    Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+    Ref out(PyTuple_New(n));
+    if (!out) return nullptr;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* v = Visit(PyTuple_GET_ITEM(tuple, i), depth + 1);
+      if (v == nullptr) return nullptr;
+      PyTuple_SET_ITEM(out.get(), i, v);
+    }
+    return out.release();
+  }
+
+  // Keys are snapshotted on b_->items (unused by map), values on pending.
+  PyObject* MapDict(PyObject* dict, NodeKind kind, int depth) {
+    std::size_t kbase = b_->items.size(), base = b_->pending.size(), rbase;
+    bool ok = SnapshotDict(dict, kind, &b_->items, &b_->pending) &&
+              MapPending(base, depth, &rbase);
+    if (!ok) {
+      ReleaseFrom(&b_->pending, base);
+      ReleaseFrom(&b_->items, kbase);
+      return nullptr;
+    }
+    Ref out;
+    if (kind == NodeKind::kDict) {
+      out = Ref(PyDict_New());
+    } else if (kind == NodeKind::kOrderedDict) {
+      out = Ref(PyObject_CallNoArgs(g_builtins.ordered_dict));
+    } else {
+      Ref factory(DefaultFactoryOf(dict));
+      if (factory) out = Ref(PyObject_CallOneArg(g_builtins.defaultdict, factory.get()));
+    }
+    std::size_t n = b_->leaves.size() - rbase;
+    for (std::size_t k = 0; out && k < n; ++k) {
+      if (PyObject_SetItem(out.get(), b_->items[kbase + k], b_->leaves[rbase + k]) < 0) {
+        out = Ref();
+      }
+    }
+    ReleaseFrom(&b_->leaves, rbase);
+    ReleaseFrom(&b_->items, kbase);
+    return out.release();
+  }
+
+  PyObject* MapNamedTuple(PyObject* tuple, int depth) {
+    Ref values(MapTuple(tuple, depth));
+    if (!values) return nullptr;
+    return PyObject_Call(reinterpret_cast<PyObject*>(Py_TYPE(tuple)), values.get(), nullptr);
+  }
+
+  PyObject* MapDeque(PyObject* deque, int depth) {
+    Ref maxlen(MaxLenOf(deque));
+    if (!maxlen) return nullptr;
+    std::size_t base = b_->pending.size();
+    if (!SnapshotDeque(deque, &b_->pending)) {
+      ReleaseFrom(&b_->pending, base);
+      return nullptr;
+    }
+    std::size_t rbase;
+    if (!MapPending(base, depth, &rbase)) return nullptr;
+    Ref values(ResultsList(rbase));
+    if (!values) return nullptr;
+    Ref args(PyTuple_Pack(2, values.get(), maxlen.get()));
+    return args ? PyObject_Call(g_builtins.deque, args.get(), nullptr) : nullptr;
+  }
+
+  PyObject* MapCustom(PyObject* obj, const Registration* reg, int depth) {
+    Ref children, context;
+    if (!CallCustomFlatten(reg, obj, &children, &context)) return nullptr;
+    std::size_t base = b_->pending.size();
+    PyObject* seq = children.get();
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+      PyObject* o = PySequence_Fast_ITEMS(seq)[i];
+      Py_INCREF(o);
+      b_->pending.push_back(o);
+    }
+    std::size_t rbase;
+    if (!MapPending(base, depth, &rbase)) return nullptr;
+    Ref values(ResultsList(rbase));
+    if (!values) return nullptr;
+    return PyObject_CallFunctionObjArgs(reg->unflatten_fn, values.get(), context.get(), nullptr);
+  }
+
+  CPYTREE_NOINLINE PyObject* MapOther(PyObject* obj, int depth) {
+    const Registration* reg = nullptr;
+    bool error = false;
+    NodeKind kind = Classify(obj, &reg, &error);
+    if (error) return nullptr;
+    switch (kind) {
+      case NodeKind::kLeaf: return PyObject_CallOneArg(func_, obj);
+      case NodeKind::kNamedTuple: return MapNamedTuple(obj, depth);
+      case NodeKind::kOrderedDict:
+      case NodeKind::kDefaultDict: return MapDict(obj, kind, depth);
+      case NodeKind::kDeque: return MapDeque(obj, depth);
+      case NodeKind::kCustom: return MapCustom(obj, reg, depth);
+      default: CPYTREE_CHECK(false, nullptr);
+    }
+  }
+
+  PyObject* func_;
+  PyObject* is_leaf_;
+  SpecBuilder* b_;
+  int limit_;
+};
+
+const char* const kMapArgs[] = {"func", "tree", "is_leaf"};
+
+// Splits (func, tree, *rests, is_leaf=None). Borrowed results.
+bool ParseMapArgs(const char* fname, PyObject* const* args, Py_ssize_t nargs,
+                  PyObject* kwnames, PyObject** func, PyObject** tree, PyObject** is_leaf,
+                  PyObject* const** rests, Py_ssize_t* num_rests) {
+  PyObject* named[3] = {nullptr, nullptr, nullptr};
+  Py_ssize_t npos = nargs < 2 ? nargs : 2;
+  for (Py_ssize_t i = 0; i < npos; ++i) named[i] = args[i];
+  Py_ssize_t nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t j = 0; j < nkw; ++j) {
+    PyObject* kw = PyTuple_GET_ITEM(kwnames, j);
+    int slot = -1;
+    for (int i = 0; i < 3; ++i) {
+      if (PyUnicode_CompareWithASCIIString(kw, kMapArgs[i]) == 0) slot = i;
+    }
+    if (slot < 0 || (slot < 2 && nargs > 2)) {
+      PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, kw);
+      return false;
+    }
+    if (named[slot] != nullptr) {
+      PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%U'", fname, kw);
+      return false;
+    }
+    named[slot] = args[nargs + j];
+  }
+  if (named[0] == nullptr || named[1] == nullptr) {
+    PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fname,
+                 named[0] == nullptr ? "func" : "tree");
+    return false;
+  }
+  *func = named[0];
+  *tree = named[1];
+  *is_leaf = named[2];
+  *rests = args + npos;
+  *num_rests = nargs - npos;
+  return true;
+}
+
+// Flattens `tree` into b and every rest up to its spec: leaf columns for func.
+bool FlattenAll(PyObject* tree, PyObject* is_leaf, PyObject* const* rests, Py_ssize_t num_rests,
+                SpecBuilder* b, std::vector<std::vector<PyObject*>>* columns) {
+  if (!FlattenInto(tree, is_leaf, true, b)) return false;
+  columns->resize(static_cast<std::size_t>(num_rests));
+  for (Py_ssize_t r = 0; r < num_rests; ++r) {
+    if (!FlattenUpTo(b->View(), rests[r], &(*columns)[r])) return false;
+  }
+  return true;
+}
+
+void ReleaseColumns(std::vector<std::vector<PyObject*>>* columns) {
+  for (auto& c : *columns) ReleaseFrom(&c, 0);
+}
+
+// Calls func(leaf, *rest_leaves) for each leaf; results (owned) into `out`
+// when it is not null.
+bool CallColumns(PyObject* func, const SpecBuilder& b,
+                 const std::vector<std::vector<PyObject*>>& columns,
+                 std::vector<PyObject*>* out) {
+  std::vector<PyObject*> argv(columns.size() + 1);
+  for (std::size_t i = 0; i < b.leaves.size(); ++i) {
+    argv[0] = b.leaves[i];
+    for (std::size_t r = 0; r < columns.size(); ++r) argv[r + 1] = columns[r][i];
+    PyObject* v = PyObject_Vectorcall(func, argv.data(), argv.size(), nullptr);
+    if (v == nullptr) return false;
+    if (out != nullptr) {
+      out->push_back(v);
+    } else {
+      Py_DECREF(v);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+PyObject* PyTreeMap(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject *func, *tree, *is_leaf;
+  PyObject* const* rests;
+  Py_ssize_t num_rests;
+  if (!ParseMapArgs("tree_map", args, nargs, kwnames, &func, &tree, &is_leaf, &rests,
+                    &num_rests)) {
+    return nullptr;
+  }
+  ScratchBuilder b;
+  if (num_rests == 0) {
+    if (is_leaf == nullptr || is_leaf == Py_None) {
+      return Mapper<false>(func, nullptr, b.get()).Visit(tree, 0);
+    }
+    return Mapper<true>(func, is_leaf, b.get()).Visit(tree, 0);
+  }
+  std::vector<std::vector<PyObject*>> columns;
+  std::vector<PyObject*> results;
+  PyObject* out = nullptr;
+  if (FlattenAll(tree, is_leaf, rests, num_rests, b.get(), &columns) &&
+      CallColumns(func, *b, columns, &results)) {
+    out = UnflattenView(b->View(), results.data(), static_cast<std::int64_t>(results.size()));
+  }
+  ReleaseFrom(&results, 0);
+  ReleaseColumns(&columns);
+  return out;
+}
+
+PyObject* PyTreeMapInplace(PyObject*, PyObject* const* args, Py_ssize_t nargs,
+                           PyObject* kwnames) {
+  PyObject *func, *tree, *is_leaf;
+  PyObject* const* rests;
+  Py_ssize_t num_rests;
+  if (!ParseMapArgs("tree_map_", args, nargs, kwnames, &func, &tree, &is_leaf, &rests,
+                    &num_rests)) {
+    return nullptr;
+  }
+  ScratchBuilder b;
+  std::vector<std::vector<PyObject*>> columns;
+  bool ok = num_rests == 0 ? FlattenInto(tree, is_leaf, false, b.get())
+                           : FlattenAll(tree, is_leaf, rests, num_rests, b.get(), &columns);
+  ok = ok && CallColumns(func, *b, columns, nullptr);
+  ReleaseColumns(&columns);
+  if (!ok) return nullptr;
+  Py_INCREF(tree);
+  return tree;
+}
+
+}  // namespace cpytree

@@ -1,0 +1,72 @@
+// Module init of cpytree._C and its method table.
+#include "api.h"
+#include "intern.h"
+#include "registry.h"
+#include "treespec.h"
+
+namespace cpytree {
+namespace {
+
+PyObject* PyInternTableSize(PyObject*, PyObject*) {
+  return PyLong_FromSsize_t(InternTableSize());
+}
+
+#define FASTCALL_KW(fn) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn))
+constexpr int kFastKw = METH_FASTCALL | METH_KEYWORDS;
+
+PyMethodDef kModuleMethods[] = {
+    {"tree_flatten", FASTCALL_KW(PyTreeFlatten), kFastKw,
+     "tree_flatten(tree, is_leaf=None)\n--\n\n"
+     "Flattens a pytree into a list of leaves and a TreeSpec."},
+    {"tree_leaves", FASTCALL_KW(PyTreeLeaves), kFastKw,
+     "tree_leaves(tree, is_leaf=None)\n--\n\nThe leaves of a pytree (builds no spec)."},
+    {"tree_structure", FASTCALL_KW(PyTreeStructure), kFastKw,
+     "tree_structure(tree, is_leaf=None)\n--\n\nThe TreeSpec of a pytree."},
+    {"tree_is_leaf", FASTCALL_KW(PyTreeIsLeaf), kFastKw,
+     "tree_is_leaf(tree, is_leaf=None)\n--\n\nWhether a pytree is a leaf."},
+    {"tree_unflatten", FASTCALL_KW(PyTreeUnflatten), kFastKw,
+     "tree_unflatten(leaves, treespec)\n--\n\n"
+     "Builds a pytree from leaves and a TreeSpec (inverse of tree_flatten)."},
+    {"tree_map", FASTCALL_KW(PyTreeMap), kFastKw,
+     "tree_map(func, tree, *rests, is_leaf=None)\n--\n\n"
+     "Maps func over the leaves of tree (and the matching subtrees of rests)."},
+    {"tree_map_", FASTCALL_KW(PyTreeMapInplace), kFastKw,
+     "tree_map_(func, tree, *rests, is_leaf=None)\n--\n\n"
+     "Calls func on each leaf for its side effects and returns tree."},
+    {"_register_node", FASTCALL_KW(PyRegisterNode), METH_FASTCALL,
+     "_register_node(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn, /)\n--\n\n"
+     "Mirrors one registration of the Python registry into the engine."},
+    {"_unregister_node", PyUnregisterNode, METH_O,
+     "_unregister_node(cls, /)\n--\n\nRemoves a mirrored registration."},
+    {"_intern_table_size", PyInternTableSize, METH_NOARGS,
+     "_intern_table_size()\n--\n\nNumber of live interned specs (for tests)."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef kModule = {
+    PyModuleDef_HEAD_INIT, "cpytree._C",
+    "The C++ pytree engine of cpytree. Use the `cpytree` package, not this module.", -1,
+    kModuleMethods,
+};
+
+}  // namespace
+}  // namespace cpytree
+
+PyMODINIT_FUNC PyInit__C() {
+  using namespace cpytree;
+  if (!InitRegistry() || !InitTreeSpecType()) return nullptr;
+  PyObject* m = PyModule_Create(&kModule);
+  if (m == nullptr) return nullptr;
+  Py_INCREF(&TreeSpecType);
+  if (PyModule_AddObject(m, "TreeSpec", reinterpret_cast<PyObject*>(&TreeSpecType)) < 0) {
+    Py_DECREF(&TreeSpecType);
+    Py_DECREF(m);
+    return nullptr;
+  }
+  Py_INCREF(LeafSpec());
+  if (PyModule_AddObject(m, "_LEAF_SPEC", LeafSpec()) < 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
+  return m;
+}

@@ -1,0 +1,197 @@
+// The type registry: a copy-on-write flat_hash_map published through an atomic
+// pointer. See registry.h for the concurrency design.
+#include "registry.h"
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace cpytree {
+
+Builtins g_builtins;
+
+namespace {
+
+using RegistryMap = absl::flat_hash_map<PyTypeObject*, const Registration*>;
+
+// The published map. Readers load it with acquire; writers replace it.
+std::atomic<const RegistryMap*> g_map{nullptr};
+// Serialises writers (the GIL already does on default builds).
+std::mutex writer_mutex;
+// Maps and registrations that were replaced: kept alive so that a reader that
+// loaded them before the swap never touches freed memory.
+std::vector<std::unique_ptr<const RegistryMap>>* g_retired_maps = nullptr;
+std::vector<std::unique_ptr<Registration>>* g_registrations = nullptr;
+
+PyObject* ImportAttr(const char* module, const char* name) {
+  Ref mod(PyImport_ImportModule(module));
+  if (!mod) return nullptr;
+  return PyObject_GetAttrString(mod.get(), name);
+}
+
+// Publishes `next` and retires the previous map.
+void Publish(std::unique_ptr<RegistryMap> next) {
+  const RegistryMap* old = g_map.exchange(next.release(), std::memory_order_acq_rel);
+  if (old != nullptr) g_retired_maps->emplace_back(old);
+}
+
+const Registration* NewRegistration(NodeKind kind, PyObject* type, PyObject* flatten_fn,
+                                    PyObject* unflatten_fn, PyObject* with_keys_fn) {
+  auto reg = std::make_unique<Registration>();
+  reg->kind = kind;
+  Py_XINCREF(type);
+  Py_XINCREF(flatten_fn);
+  Py_XINCREF(unflatten_fn);
+  Py_XINCREF(with_keys_fn);
+  reg->type = type;
+  reg->flatten_fn = flatten_fn;
+  reg->unflatten_fn = unflatten_fn;
+  reg->flatten_with_keys_fn = with_keys_fn;
+  g_registrations->push_back(std::move(reg));
+  return g_registrations->back().get();
+}
+
+bool IsCallableAttr(PyObject* type, PyObject* name) {
+  PyObject* attr = PyObject_GetAttr(type, name);
+  if (attr == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  bool ok = PyCallable_Check(attr);
+  Py_DECREF(attr);
+  return ok;
+}
+
+}  // namespace
+
+bool InitRegistry() {
+  g_builtins.namedtuple_fn = ImportAttr("collections", "namedtuple");
+  g_builtins.ordered_dict = ImportAttr("collections", "OrderedDict");
+  g_builtins.defaultdict = ImportAttr("collections", "defaultdict");
+  g_builtins.deque = ImportAttr("collections", "deque");
+  if (!g_builtins.namedtuple_fn || !g_builtins.ordered_dict || !g_builtins.defaultdict ||
+      !g_builtins.deque) {
+    return false;
+  }
+  g_builtins.str_fields = PyUnicode_InternFromString("_fields");
+  g_builtins.str_make = PyUnicode_InternFromString("_make");
+  g_builtins.str_asdict = PyUnicode_InternFromString("_asdict");
+  g_builtins.str_maxlen = PyUnicode_InternFromString("maxlen");
+  g_builtins.str_default_factory = PyUnicode_InternFromString("default_factory");
+  if (!g_builtins.str_fields || !g_builtins.str_make || !g_builtins.str_asdict ||
+      !g_builtins.str_maxlen || !g_builtins.str_default_factory) {
+    return false;
+  }
+  g_retired_maps = new std::vector<std::unique_ptr<const RegistryMap>>();
+  g_registrations = new std::vector<std::unique_ptr<Registration>>();
+  auto map = std::make_unique<RegistryMap>();
+  const struct {
+    PyObject* type;
+    NodeKind kind;
+  } builtin[] = {{g_builtins.ordered_dict, NodeKind::kOrderedDict},
+                 {g_builtins.defaultdict, NodeKind::kDefaultDict},
+                 {g_builtins.deque, NodeKind::kDeque}};
+  for (const auto& b : builtin) {
+    (*map)[reinterpret_cast<PyTypeObject*>(b.type)] =
+        NewRegistration(b.kind, b.type, nullptr, nullptr, nullptr);
+  }
+  Publish(std::move(map));
+  return true;
+}
+
+const Registration* LookupRegistration(PyTypeObject* type) {
+  const RegistryMap* map = g_map.load(std::memory_order_acquire);
+  auto it = map->find(type);
+  return it == map->end() ? nullptr : it->second;
+}
+
+int IsNamedTupleClass(PyTypeObject* type) {
+  // torch: issubclass(cls, tuple), `_fields` a tuple of exact str, `_make` and
+  // `_asdict` callable. Attribute lookups on a type hit CPython's method cache.
+  PyObject* cls = reinterpret_cast<PyObject*>(type);
+  PyObject* fields = PyObject_GetAttr(cls, g_builtins.str_fields);
+  if (fields == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    return 0;
+  }
+  bool ok = PyTuple_Check(fields);
+  for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(fields); ++i) {
+    ok = PyUnicode_CheckExact(PyTuple_GET_ITEM(fields, i));
+  }
+  Py_DECREF(fields);
+  return ok && IsCallableAttr(cls, g_builtins.str_make) &&
+         IsCallableAttr(cls, g_builtins.str_asdict);
+}
+
+NodeKind KindOf(PyObject* obj, const Registration** reg, bool* error) {
+  PyTypeObject* type = Py_TYPE(obj);
+  if (type == &PyTuple_Type) return NodeKind::kTuple;
+  if (type == &PyList_Type) return NodeKind::kList;
+  if (type == &PyDict_Type) return NodeKind::kDict;
+  if (obj == Py_None) return NodeKind::kLeaf;
+  return Classify(obj, reg, error);
+}
+
+bool RegisterNode(PyObject* type, PyObject* flatten_fn, PyObject* unflatten_fn,
+                  PyObject* flatten_with_keys_fn) {
+  std::lock_guard<std::mutex> lock(writer_mutex);
+  PyTypeObject* t = reinterpret_cast<PyTypeObject*>(type);
+  auto next = std::make_unique<RegistryMap>(*g_map.load(std::memory_order_acquire));
+  auto it = next->find(t);
+  if (it != next->end() && it->second->kind != NodeKind::kCustom) {
+    // OrderedDict/defaultdict/deque are handled natively; torch registers them
+    // itself, so a re-registration from a mirrored registry is a no-op.
+    return true;
+  }
+  (*next)[t] = NewRegistration(NodeKind::kCustom, type, flatten_fn, unflatten_fn,
+                               flatten_with_keys_fn == Py_None ? nullptr : flatten_with_keys_fn);
+  Publish(std::move(next));
+  return true;
+}
+
+bool UnregisterNode(PyObject* type) {
+  std::lock_guard<std::mutex> lock(writer_mutex);
+  PyTypeObject* t = reinterpret_cast<PyTypeObject*>(type);
+  auto next = std::make_unique<RegistryMap>(*g_map.load(std::memory_order_acquire));
+  auto it = next->find(t);
+  if (it == next->end() || it->second->kind != NodeKind::kCustom) {
+    PyErr_SetObject(PyExc_KeyError, type);
+    return false;
+  }
+  next->erase(it);
+  Publish(std::move(next));
+  return true;
+}
+
+PyObject* PyRegisterNode(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 4) {
+    PyErr_SetString(PyExc_TypeError,
+                    "_register_node(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn)");
+    return nullptr;
+  }
+  if (!PyType_Check(args[0])) {
+    PyErr_Format(PyExc_TypeError, "expected a type, got %R", args[0]);
+    return nullptr;
+  }
+  if (!PyCallable_Check(args[1]) || !PyCallable_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "flatten_fn and unflatten_fn must be callable");
+    return nullptr;
+  }
+  if (!RegisterNode(args[0], args[1], args[2], args[3])) return nullptr;
+  Py_RETURN_NONE;
+}
+
+PyObject* PyUnregisterNode(PyObject*, PyObject* arg) {
+  if (!PyType_Check(arg)) {
+    PyErr_Format(PyExc_TypeError, "expected a type, got %R", arg);
+    return nullptr;
+  }
+  if (!UnregisterNode(arg)) return nullptr;
+  Py_RETURN_NONE;
+}
+
+}  // namespace cpytree

@@ -1,0 +1,91 @@
+// The node-type registry of the engine: which Python types are pytree nodes
+// and how to flatten them.
+//
+// Exact list, tuple, dict and None are dispatched by pointer before any lookup
+// (see Classify). The registry maps a type pointer to a Registration; it holds
+// the builtin kinds that are not dispatched by pointer (OrderedDict,
+// defaultdict, deque) and every type registered from Python.
+//
+// Concurrency. Lookups are lock-free: the map is immutable once published and
+// reached through one atomic pointer. Registration (rare) builds a new map,
+// publishes it with a release store and retires the old one to a graveyard
+// that lives until interpreter shutdown, so a reader never sees freed memory,
+// even across user code that releases the GIL. Writers are serialised by the
+// GIL today and by `writer_mutex` in registry.cc for free-threaded builds.
+// Registration objects are never freed while the module is alive.
+#ifndef CPYTREE_SRC_REGISTRY_H_
+#define CPYTREE_SRC_REGISTRY_H_
+
+#include "common.h"
+#include "cpytree/kind.h"
+
+namespace cpytree {
+
+// How one node type flattens. Immutable after publication.
+struct Registration {
+  NodeKind kind;                   // builtin kind, or kCustom
+  PyObject* type;                  // strong: the registered type
+  PyObject* flatten_fn;            // strong; custom only: x -> (children, context)
+  PyObject* unflatten_fn;          // strong; custom only: (children, context) -> x
+  PyObject* flatten_with_keys_fn;  // strong or null; custom only
+};
+
+// Python objects the engine needs, resolved once at module init.
+struct Builtins {
+  PyObject* namedtuple_fn;     // collections.namedtuple: spec.type of namedtuples
+  PyObject* ordered_dict;      // collections.OrderedDict
+  PyObject* defaultdict;       // collections.defaultdict
+  PyObject* deque;             // collections.deque
+  PyObject* str_fields;        // interned "_fields"
+  PyObject* str_make;          // interned "_make"
+  PyObject* str_asdict;        // interned "_asdict"
+  PyObject* str_maxlen;        // interned "maxlen"
+  PyObject* str_default_factory;  // interned "default_factory"
+};
+extern Builtins g_builtins;
+
+// Resolves g_builtins and seeds the registry with the builtin kinds.
+bool InitRegistry();
+
+// The registration of exactly `type`, or null. Lock-free.
+const Registration* LookupRegistration(PyTypeObject* type);
+
+// Whether `type` is a namedtuple class as torch defines it (a tuple subclass
+// with `_fields` of str, callable `_make` and `_asdict`). -1 with an exception.
+int IsNamedTupleClass(PyTypeObject* type);
+
+// The node kind of `obj`, for objects that are not exact list/tuple/dict/None;
+// kLeaf if it is not a node. Sets *reg for kCustom. -1 cast on error.
+// Namedtuples win over explicit registrations, as in torch.
+inline NodeKind Classify(PyObject* obj, const Registration** reg, bool* error) {
+  PyTypeObject* type = Py_TYPE(obj);
+  if (PyTuple_Check(obj)) {
+    int nt = IsNamedTupleClass(type);
+    if (nt != 0) {
+      if (nt < 0) *error = true;
+      return NodeKind::kNamedTuple;
+    }
+  }
+  const Registration* r = LookupRegistration(type);
+  if (r == nullptr) return NodeKind::kLeaf;
+  *reg = r;
+  return r->kind;
+}
+
+// The kind of any object (including exact builtins). Sets *reg for kCustom.
+NodeKind KindOf(PyObject* obj, const Registration** reg, bool* error);
+
+// Registers `type` as a custom node (replacing an earlier registration).
+bool RegisterNode(PyObject* type, PyObject* flatten_fn, PyObject* unflatten_fn,
+                  PyObject* flatten_with_keys_fn);
+// Removes a custom registration; false with KeyError if there is none.
+bool UnregisterNode(PyObject* type);
+
+// Python-facing: _register_node(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn)
+PyObject* PyRegisterNode(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
+// Python-facing: _unregister_node(cls)
+PyObject* PyUnregisterNode(PyObject* self, PyObject* arg);
+
+}  // namespace cpytree
+
+#endif  // CPYTREE_SRC_REGISTRY_H_

@@ -1,0 +1,150 @@
+// torch's observable behaviour of a spec as a value: repr text, structural
+// equality and a hash consistent with it.
+#include <string>
+
+#include "absl/hash/hash.h"
+#include "registry.h"
+#include "treespec.h"
+
+namespace cpytree {
+namespace {
+
+// Appends str(o) as UTF-8.
+bool AppendStr(std::string* out, PyObject* o) {
+  Ref s(PyObject_Str(o));
+  if (!s) return false;
+  Py_ssize_t n;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(s.get(), &n);
+  if (utf8 == nullptr) return false;
+  out->append(utf8, n);
+  return true;
+}
+
+bool AppendTypeName(std::string* out, SpecView v, std::int64_t i) {
+  const char* builtin = BuiltinTypeName(v.nodes[i].kind);
+  if (builtin != nullptr) {
+    out->append(builtin);
+    return true;
+  }
+  Ref name(PyObject_GetAttrString(v.items[v.nodes[i].ctx], "__name__"));
+  return name && AppendStr(out, name.get());
+}
+
+// torch: TreeSpec(<type.__name__>, <context>, [<child>,\n<indent><child>...])
+bool ReprNode(std::string* out, SpecView v, std::int64_t i, int indent, int depth) {
+  const Node& n = v.nodes[i];
+  if (n.kind == NodeKind::kLeaf) {
+    out->push_back('*');
+    return true;
+  }
+  if (depth > kMaxDepth) {
+    RaiseDepthError("TreeSpec repr", kMaxDepth);
+    return false;
+  }
+  out->append("TreeSpec(");
+  if (!AppendTypeName(out, v, i)) return false;
+  out->append(", ");
+  Ref context(NodeContext(v, i));
+  if (!context || !AppendStr(out, context.get())) return false;
+  out->append(", [");
+  std::vector<std::int64_t> children;
+  internal::ChildIndices(v.nodes, i, &children);
+  indent += 2;
+  for (std::size_t k = 0; k < children.size(); ++k) {
+    if (k > 0) {
+      out->append(",\n");
+      out->append(static_cast<std::size_t>(indent), ' ');
+    }
+    if (!ReprNode(out, v, children[k], indent, depth + 1)) return false;
+  }
+  out->append("])");
+  return true;
+}
+
+// torch compares contexts with `!=`; the keys of dict kinds as lists.
+int ItemsEqual(PyObject* const* a, PyObject* const* b, std::size_t n) {
+  for (std::size_t k = 0; k < n; ++k) {
+    if (a[k] == b[k]) continue;
+    int eq = PyObject_RichCompareBool(a[k], b[k], Py_EQ);
+    if (eq <= 0) return eq;
+  }
+  return 1;
+}
+
+// str(type) of a custom node's type: what torch's == compares.
+int SameTypeText(PyObject* a, PyObject* b) {
+  if (a == b) return 1;
+  Ref sa(PyObject_Str(a)), sb(PyObject_Str(b));
+  if (!sa || !sb) return -1;
+  return PyObject_RichCompareBool(sa.get(), sb.get(), Py_EQ);
+}
+
+std::size_t Mix(std::size_t h, std::size_t v) {
+  return absl::Hash<std::pair<std::size_t, std::size_t>>()({h, v});
+}
+
+}  // namespace
+
+PyObject* SpecRepr(SpecView v) {
+  std::string out;
+  if (!ReprNode(&out, v, v.root_index(), 0, 0)) return nullptr;
+  return PyUnicode_FromStringAndSize(out.data(), static_cast<Py_ssize_t>(out.size()));
+}
+
+int SpecsEqual(SpecView a, SpecView b) {
+  if (a.num_nodes != b.num_nodes) return 0;
+  // Same post-order sequence of (kind, arity) means the same shape.
+  for (std::int64_t i = 0; i < a.num_nodes; ++i) {
+    if (a.nodes[i].kind != b.nodes[i].kind || a.nodes[i].arity != b.nodes[i].arity) return 0;
+  }
+  for (std::int64_t i = 0; i < a.num_nodes; ++i) {
+    const Node& n = a.nodes[i];
+    PyObject* const* ia = a.items + n.ctx;
+    PyObject* const* ib = b.items + b.nodes[i].ctx;
+    int eq = 1;
+    if (n.kind == NodeKind::kCustom) {
+      eq = SameTypeText(ia[0], ib[0]);
+      if (eq == 1) {
+        // torch: `if self._context != other._context: return False`
+        int ne = PyObject_RichCompareBool(ia[1], ib[1], Py_NE);
+        eq = ne < 0 ? -1 : !ne;
+      }
+    } else {
+      eq = ItemsEqual(ia, ib, NumContextItems(n.kind, n.arity));
+    }
+    if (eq != 1) return eq;
+  }
+  return 1;
+}
+
+Py_hash_t SpecEqHash(SpecView v) {
+  std::size_t h = static_cast<std::size_t>(v.num_nodes);
+  for (std::int64_t i = 0; i < v.num_nodes; ++i) {
+    const Node& n = v.nodes[i];
+    h = Mix(Mix(h, static_cast<std::size_t>(n.kind)), n.arity);
+    PyObject* const* items = v.items + n.ctx;
+    if (n.kind == NodeKind::kCustom) {
+      // torch ignores custom contexts when hashing; the type counts by its text.
+      Ref text(PyObject_Str(items[0]));
+      if (!text) return -1;
+      Py_hash_t th = PyObject_Hash(text.get());
+      if (th == -1) return -1;
+      h = Mix(h, static_cast<std::size_t>(th));
+      continue;
+    }
+    std::size_t count = NumContextItems(n.kind, n.arity);
+    for (std::size_t k = 0; k < count; ++k) {
+      Py_hash_t ih = PyObject_Hash(items[k]);
+      if (ih == -1) {
+        if (!PyErr_Occurred()) continue;
+        PyErr_Clear();  // an unhashable context item does not take part
+        continue;
+      }
+      h = Mix(h, static_cast<std::size_t>(ih));
+    }
+  }
+  Py_hash_t out = static_cast<Py_hash_t>(h);
+  return out == -1 ? -2 : out;
+}
+
+}  // namespace cpytree

@@ -1,0 +1,179 @@
+// What a spec node means in torch's terms: its `type` and `context`, and the
+// TreeSpec(type, context, children_specs) constructor that goes the other way.
+#include <string>
+
+#include "intern.h"
+#include "registry.h"
+#include "treespec.h"
+
+namespace cpytree {
+namespace {
+
+PyObject* NewRef(PyObject* o) {
+  Py_INCREF(o);
+  return o;
+}
+
+PyObject* KeyList(PyObject* const* keys, std::uint32_t n) {
+  PyObject* list = PyList_New(n);
+  if (list == nullptr) return nullptr;
+  for (std::uint32_t k = 0; k < n; ++k) PyList_SET_ITEM(list, k, NewRef(keys[k]));
+  return list;
+}
+
+// The kind a constructor `type` argument denotes.
+NodeKind KindOfType(PyObject* type) {
+  if (type == reinterpret_cast<PyObject*>(&PyTuple_Type)) return NodeKind::kTuple;
+  if (type == reinterpret_cast<PyObject*>(&PyList_Type)) return NodeKind::kList;
+  if (type == reinterpret_cast<PyObject*>(&PyDict_Type)) return NodeKind::kDict;
+  if (type == g_builtins.namedtuple_fn) return NodeKind::kNamedTuple;
+  if (type == g_builtins.ordered_dict) return NodeKind::kOrderedDict;
+  if (type == g_builtins.defaultdict) return NodeKind::kDefaultDict;
+  if (type == g_builtins.deque) return NodeKind::kDeque;
+  return NodeKind::kCustom;
+}
+
+// Appends the keys of a dict-kind context to `b`; checks there is one per child.
+bool AddKeys(SpecBuilder* b, PyObject* type, PyObject* keys, Py_ssize_t arity) {
+  Ref seq(PySequence_Fast(keys, "TreeSpec: the keys of a dict node must be a list"));
+  if (!seq) return false;
+  if (PySequence_Fast_GET_SIZE(seq.get()) != arity) {
+    PyErr_Format(PyExc_ValueError,
+                 "TreeSpec: a %R node with %zd children needs %zd keys in its context, got %R",
+                 type, arity, arity, keys);
+    return false;
+  }
+  for (Py_ssize_t k = 0; k < arity; ++k) {
+    b->AddItem(NewRef(PySequence_Fast_ITEMS(seq.get())[k]));
+  }
+  return true;
+}
+
+// Appends the root's own context items (pre-order: before the children's).
+bool AddRootItems(SpecBuilder* b, NodeKind kind, PyObject* type, PyObject* context,
+                  Py_ssize_t arity) {
+  switch (kind) {
+    case NodeKind::kTuple:
+    case NodeKind::kList:
+      if (context != Py_None) {
+        PyErr_Format(PyExc_ValueError, "TreeSpec: a %R node has no context, got %R", type,
+                     context);
+        return false;
+      }
+      return true;
+    case NodeKind::kDict:
+    case NodeKind::kOrderedDict:
+      return AddKeys(b, type, context, arity);
+    case NodeKind::kDefaultDict: {
+      Ref seq(PySequence_Fast(context, "TreeSpec: a defaultdict context is "
+                                       "[default_factory, keys]"));
+      if (!seq) return false;
+      if (PySequence_Fast_GET_SIZE(seq.get()) != 2) {
+        PyErr_Format(PyExc_ValueError,
+                     "TreeSpec: a defaultdict context is [default_factory, keys], got %R",
+                     context);
+        return false;
+      }
+      b->AddItem(NewRef(PySequence_Fast_ITEMS(seq.get())[0]));
+      return AddKeys(b, type, PySequence_Fast_ITEMS(seq.get())[1], arity);
+    }
+    case NodeKind::kNamedTuple:
+    case NodeKind::kDeque:
+      b->AddItem(NewRef(context));
+      return true;
+    default:
+      b->AddItem(NewRef(type));
+      b->AddItem(NewRef(context));
+      return true;
+  }
+}
+
+}  // namespace
+
+PyObject* NodeType(SpecView v, std::int64_t i) {
+  const Node& n = v.nodes[i];
+  switch (n.kind) {
+    case NodeKind::kLeaf: return NewRef(Py_None);
+    case NodeKind::kTuple: return NewRef(reinterpret_cast<PyObject*>(&PyTuple_Type));
+    case NodeKind::kList: return NewRef(reinterpret_cast<PyObject*>(&PyList_Type));
+    case NodeKind::kDict: return NewRef(reinterpret_cast<PyObject*>(&PyDict_Type));
+    case NodeKind::kNamedTuple: return NewRef(g_builtins.namedtuple_fn);
+    case NodeKind::kOrderedDict: return NewRef(g_builtins.ordered_dict);
+    case NodeKind::kDefaultDict: return NewRef(g_builtins.defaultdict);
+    case NodeKind::kDeque: return NewRef(g_builtins.deque);
+    case NodeKind::kCustom: return NewRef(v.items[n.ctx]);
+  }
+  CPYTREE_CHECK(false, nullptr);
+}
+
+PyObject* NodeContext(SpecView v, std::int64_t i) {
+  const Node& n = v.nodes[i];
+  PyObject* const* items = v.items + n.ctx;
+  switch (n.kind) {
+    case NodeKind::kLeaf:
+    case NodeKind::kTuple:
+    case NodeKind::kList:
+      return NewRef(Py_None);
+    case NodeKind::kDict:
+    case NodeKind::kOrderedDict:
+      return KeyList(items, n.arity);
+    case NodeKind::kDefaultDict: {
+      Ref keys(KeyList(items + 1, n.arity));
+      if (!keys) return nullptr;
+      return Py_BuildValue("[OO]", items[0], keys.get());
+    }
+    case NodeKind::kNamedTuple:
+    case NodeKind::kDeque:
+      return NewRef(items[0]);
+    case NodeKind::kCustom:
+      return NewRef(items[1]);
+  }
+  CPYTREE_CHECK(false, nullptr);
+}
+
+PyObject* MakeSpec(PyObject* type, PyObject* context, PyObject* children) {
+  Ref seq(PySequence_Fast(children, "TreeSpec: children_specs must be a list of TreeSpec"));
+  if (!seq) return nullptr;
+  Py_ssize_t arity = PySequence_Fast_GET_SIZE(seq.get());
+  if (type == Py_None) {
+    if (context != Py_None) {
+      PyErr_SetString(PyExc_AssertionError, "leaf node should not have a context");
+      return nullptr;
+    }
+    if (arity != 0) {
+      PyErr_SetString(PyExc_AssertionError, "leaf node should not have children");
+      return nullptr;
+    }
+    return NewRef(LeafSpec());
+  }
+  for (Py_ssize_t k = 0; k < arity; ++k) {
+    if (!IsTreeSpec(PySequence_Fast_ITEMS(seq.get())[k])) {
+      PyErr_Format(PyExc_TypeError, "TreeSpec: expected a list of TreeSpec children, got %R",
+                   children);
+      return nullptr;
+    }
+  }
+  NodeKind kind = KindOfType(type);
+  SpecBuilder b;
+  if (!AddRootItems(&b, kind, type, context, arity)) return nullptr;
+  std::int64_t leaves = 0, count = 1;
+  for (Py_ssize_t k = 0; k < arity; ++k) {
+    SpecView c = ViewOf(reinterpret_cast<TreeSpecObject*>(PySequence_Fast_ITEMS(seq.get())[k]));
+    std::uint32_t offset = static_cast<std::uint32_t>(b.items.size());
+    for (std::int64_t i = 0; i < c.num_nodes; ++i) {
+      Node n = c.nodes[i];
+      n.ctx += offset;
+      b.nodes.push_back(n);
+    }
+    std::size_t num_items = static_cast<TreeSpecObject*>(
+        reinterpret_cast<TreeSpecObject*>(PySequence_Fast_ITEMS(seq.get())[k]))->items->size();
+    for (std::size_t j = 0; j < num_items; ++j) b.AddItem(NewRef(c.items[j]));
+    leaves += c.root().num_leaves;
+    count += c.num_nodes;
+  }
+  b.nodes.push_back(
+      internal::MakeNode(kind, static_cast<std::uint32_t>(arity), 0, leaves, count));
+  return InternView(b.View());
+}
+
+}  // namespace cpytree

@@ -1,0 +1,279 @@
+// The Python TreeSpec type: attributes, equality, hashing, repr, pickling and
+// the TreeSpec(type, context, children_specs) constructor.
+#include "treespec.h"
+
+#include <algorithm>
+#include <string>
+
+#include "errors.h"
+#include "intern.h"
+#include "registry.h"
+
+namespace cpytree {
+namespace {
+
+PyObject* g_leaf_spec = nullptr;  // the interned leaf spec, kept alive forever
+
+TreeSpecObject* AsSpec(PyObject* o) { return reinterpret_cast<TreeSpecObject*>(o); }
+
+// ---------------------------------------------------------------- lifetime
+
+void SpecDealloc(PyObject* self) {
+  TreeSpecObject* s = AsSpec(self);
+  PyObject_GC_UnTrack(self);
+  ForgetSpec(s);
+  if (s->weakrefs != nullptr) PyObject_ClearWeakRefs(self);
+  if (s->items != nullptr) {
+    for (PyObject* o : *s->items) Py_DECREF(o);
+    delete s->items;
+  }
+  delete s->nodes;
+  Py_TYPE(self)->tp_free(self);
+}
+
+int SpecTraverse(PyObject* self, visitproc visit, void* arg) {
+  TreeSpecObject* s = AsSpec(self);
+  if (s->items != nullptr) {
+    for (PyObject* o : *s->items) Py_VISIT(o);
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------- accessors
+
+PyObject* GetType(PyObject* self, void*) {
+  return NodeType(ViewOf(AsSpec(self)), AsSpec(self)->nodes->size() - 1);
+}
+PyObject* GetContext(PyObject* self, void*) {
+  return NodeContext(ViewOf(AsSpec(self)), AsSpec(self)->nodes->size() - 1);
+}
+PyObject* GetNumNodes(PyObject* self, void*) {
+  return PyLong_FromLongLong(ViewOf(AsSpec(self)).root().num_nodes);
+}
+PyObject* GetNumLeaves(PyObject* self, void*) {
+  return PyLong_FromLongLong(ViewOf(AsSpec(self)).root().num_leaves);
+}
+PyObject* GetNumChildren(PyObject* self, void*) {
+  return PyLong_FromUnsignedLong(ViewOf(AsSpec(self)).root().arity);
+}
+
+// The child specs of the root, first child first. New list.
+PyObject* ChildrenList(PyObject* self) {
+  SpecView v = ViewOf(AsSpec(self));
+  std::vector<std::int64_t> idx;
+  internal::ChildIndices(v.nodes, v.root_index(), &idx);
+  Ref out(PyList_New(static_cast<Py_ssize_t>(idx.size())));
+  if (!out) return nullptr;
+  for (std::size_t k = 0; k < idx.size(); ++k) {
+    PyObject* child = InternView(SpecView{v.nodes + internal::SubtreeBegin(v.nodes, idx[k]),
+                                          v.nodes[idx[k]].num_nodes, v.items});
+    if (child == nullptr) return nullptr;
+    PyList_SET_ITEM(out.get(), static_cast<Py_ssize_t>(k), child);
+  }
+  return out.release();
+}
+
+PyObject* GetChildrenSpecs(PyObject* self, void*) {
+  if (PyErr_WarnEx(PyExc_FutureWarning,
+                   "`treespec.children_specs` is deprecated. Use `treespec.child(index)` to "
+                   "access a single child, or `treespec.children()` to get all children.",
+                   1) < 0) {
+    return nullptr;
+  }
+  return ChildrenList(self);
+}
+
+PyObject* MethodChildren(PyObject* self, PyObject*) { return ChildrenList(self); }
+
+PyObject* MethodChild(PyObject* self, PyObject* arg) {
+  Py_ssize_t index = PyNumber_AsSsize_t(arg, PyExc_IndexError);
+  if (index == -1 && PyErr_Occurred()) return nullptr;
+  SpecView v = ViewOf(AsSpec(self));
+  Py_ssize_t n = v.root().arity;
+  if (index < 0) index += n;
+  if (index < 0 || index >= n) {
+    PyErr_SetString(PyExc_IndexError, "list index out of range");
+    return nullptr;
+  }
+  std::vector<std::int64_t> idx;
+  internal::ChildIndices(v.nodes, v.root_index(), &idx);
+  std::int64_t c = idx[static_cast<std::size_t>(index)];
+  return InternView(
+      SpecView{v.nodes + internal::SubtreeBegin(v.nodes, c), v.nodes[c].num_nodes, v.items});
+}
+
+PyObject* MethodIsLeaf(PyObject* self, PyObject*) {
+  const Node& root = ViewOf(AsSpec(self)).root();
+  return PyBool_FromLong(root.num_nodes == 1 && root.num_leaves == 1);
+}
+
+PyObject* MethodUnflatten(PyObject* self, PyObject* leaves) {
+  return UnflattenChecked(self, leaves);
+}
+
+PyObject* MethodFlattenUpTo(PyObject* self, PyObject* tree) {
+  std::vector<PyObject*> out;
+  bool ok = FlattenUpTo(ViewOf(AsSpec(self)), tree, &out);
+  if (!ok) {
+    for (PyObject* o : out) Py_DECREF(o);
+    return nullptr;
+  }
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(out.size()));
+  if (list == nullptr) {
+    for (PyObject* o : out) Py_DECREF(o);
+    return nullptr;
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) PyList_SET_ITEM(list, i, out[i]);
+  return list;
+}
+
+// Pickles as TreeSpec(type, context, children): portable across versions.
+PyObject* MethodReduce(PyObject* self, PyObject*) {
+  SpecView v = ViewOf(AsSpec(self));
+  if (v.root().kind == NodeKind::kLeaf) {
+    return Py_BuildValue("(O(OOO))", reinterpret_cast<PyObject*>(&TreeSpecType), Py_None,
+                         Py_None, Ref(PyList_New(0)).get());
+  }
+  Ref type(NodeType(v, v.root_index()));
+  Ref context(NodeContext(v, v.root_index()));
+  Ref children(ChildrenList(self));
+  if (!type || !context || !children) return nullptr;
+  return Py_BuildValue("(O(OOO))", reinterpret_cast<PyObject*>(&TreeSpecType), type.get(),
+                       context.get(), children.get());
+}
+
+PyObject* MethodCopy(PyObject* self, PyObject*) {
+  Py_INCREF(self);  // immutable: a copy is the spec itself
+  return self;
+}
+
+// Deep-copies the contexts (as torch does) and re-interns the result.
+PyObject* MethodDeepCopy(PyObject* self, PyObject* memo) {
+  Ref copy_mod(PyImport_ImportModule("copy"));
+  if (!copy_mod) return nullptr;
+  Ref reduced(MethodReduce(self, nullptr));
+  if (!reduced) return nullptr;
+  PyObject* args = PyTuple_GET_ITEM(reduced.get(), 1);
+  Ref copied(PyObject_CallMethod(copy_mod.get(), "deepcopy", "OO", args, memo));
+  if (!copied) return nullptr;
+  return PyObject_Call(reinterpret_cast<PyObject*>(&TreeSpecType), copied.get(), nullptr);
+}
+
+// ---------------------------------------------------------------- protocols
+
+PyObject* SpecReprMethod(PyObject* self) { return SpecRepr(ViewOf(AsSpec(self))); }
+
+Py_hash_t SpecHash(PyObject* self) {
+  TreeSpecObject* s = AsSpec(self);
+  if (s->eq_hash == -1) {
+    Py_hash_t h = SpecEqHash(ViewOf(s));
+    if (h == -1) return -1;
+    s->eq_hash = h;
+  }
+  return s->eq_hash;
+}
+
+PyObject* SpecRichCompare(PyObject* a, PyObject* b, int op) {
+  if ((op != Py_EQ && op != Py_NE) || !IsTreeSpec(b)) Py_RETURN_NOTIMPLEMENTED;
+  int eq;
+  if (a == b) {
+    eq = 1;
+  } else {
+    // Equal specs hash equally: unequal hashes decide in O(1). Interning makes
+    // "same structure" the pointer case above, so the full comparison runs
+    // only for specs torch calls equal that are not identical (1 vs 1.0 keys).
+    Py_hash_t ha = SpecHash(a), hb = SpecHash(b);
+    if (ha == -1 || hb == -1) return nullptr;
+    eq = ha != hb ? 0 : SpecsEqual(ViewOf(AsSpec(a)), ViewOf(AsSpec(b)));
+    if (eq < 0) return nullptr;
+  }
+  return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
+
+// TreeSpec(type, context, children_specs): the torch constructor.
+PyObject* SpecNew(PyTypeObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"type", "context", "children_specs", nullptr};
+  PyObject *type, *context, *children;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:TreeSpec", const_cast<char**>(kwlist),
+                                   &type, &context, &children)) {
+    return nullptr;
+  }
+  return MakeSpec(type, context, children);
+}
+
+PyGetSetDef kGetSet[] = {
+    {"type", GetType, nullptr, "The type of the root node (None for a leaf).", nullptr},
+    {"context", GetContext, nullptr, "The context of the root node.", nullptr},
+    {"num_nodes", GetNumNodes, nullptr, "Number of nodes in the tree.", nullptr},
+    {"num_leaves", GetNumLeaves, nullptr, "Number of leaves in the tree.", nullptr},
+    {"num_children", GetNumChildren, nullptr, "Number of children of the root.", nullptr},
+    {"children_specs", GetChildrenSpecs, nullptr, "Deprecated: use children().", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyMethodDef kMethods[] = {
+    {"children", MethodChildren, METH_NOARGS, "children($self, /)\n--\n\nAll child specs."},
+    {"child", MethodChild, METH_O, "child($self, index, /)\n--\n\nThe child spec at index."},
+    {"is_leaf", MethodIsLeaf, METH_NOARGS,
+     "is_leaf($self, /)\n--\n\nWhether the spec is a leaf."},
+    {"unflatten", MethodUnflatten, METH_O,
+     "unflatten($self, leaves, /)\n--\n\nRebuild a pytree from its leaves."},
+    {"flatten_up_to", MethodFlattenUpTo, METH_O,
+     "flatten_up_to($self, tree, /)\n--\n\nThe subtrees of tree at this spec's leaves."},
+    {"__reduce__", MethodReduce, METH_NOARGS, nullptr},
+    {"__copy__", MethodCopy, METH_NOARGS, nullptr},
+    {"__deepcopy__", MethodDeepCopy, METH_O, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+}  // namespace
+
+PyTypeObject TreeSpecType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+bool InitTreeSpecType() {
+  TreeSpecType.tp_name = "cpytree.TreeSpec";
+  TreeSpecType.tp_basicsize = sizeof(TreeSpecObject);
+  TreeSpecType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  TreeSpecType.tp_doc = "TreeSpec(type, context, children_specs)\n--\n\n"
+                        "The structure of a pytree (interned and immutable).";
+  TreeSpecType.tp_dealloc = SpecDealloc;
+  TreeSpecType.tp_traverse = SpecTraverse;
+  TreeSpecType.tp_repr = SpecReprMethod;
+  TreeSpecType.tp_hash = SpecHash;
+  TreeSpecType.tp_richcompare = SpecRichCompare;
+  TreeSpecType.tp_weaklistoffset = offsetof(TreeSpecObject, weakrefs);
+  TreeSpecType.tp_getset = kGetSet;
+  TreeSpecType.tp_methods = kMethods;
+  TreeSpecType.tp_new = SpecNew;
+  if (PyType_Ready(&TreeSpecType) < 0) return false;
+  Node leaf = internal::MakeNode(NodeKind::kLeaf, 0, 0, 1, 1);
+  g_leaf_spec = InternView(SpecView{&leaf, 1, nullptr});
+  return g_leaf_spec != nullptr;
+}
+
+PyObject* LeafSpec() { return g_leaf_spec; }
+
+TreeSpecObject* NewSpecFromRange(SpecView v, std::int64_t begin, std::int64_t end) {
+  TreeSpecObject* s = PyObject_GC_New(TreeSpecObject, &TreeSpecType);
+  if (s == nullptr) return nullptr;
+  s->weakrefs = nullptr;
+  s->intern_next = nullptr;
+  s->intern_hash = 0;
+  s->eq_hash = -1;
+  s->interned = false;
+  s->nodes = new std::vector<Node>(v.nodes + begin, v.nodes + end + 1);
+  s->items = new std::vector<PyObject*>();
+  // Items of the range are contiguous, starting at the root's ctx (pre-order).
+  std::uint32_t base = v.nodes[end].ctx;
+  std::size_t count = 0;
+  for (Node& n : *s->nodes) {
+    count += NumContextItems(n.kind, n.arity);
+    n.ctx -= base;
+  }
+  s->items->assign(v.items + base, v.items + base + count);
+  for (PyObject* o : *s->items) Py_INCREF(o);
+  PyObject_GC_Track(reinterpret_cast<PyObject*>(s));
+  return s;
+}
+
+}  // namespace cpytree

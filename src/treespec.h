@@ -1,0 +1,133 @@
+// The Python TreeSpec type of the engine and the builder that flatten fills.
+//
+// A TreeSpec owns a post-order node array (include/cpytree/internal/node.h)
+// and an array of context items (owned references, pre-order). Specs are
+// immutable and interned (intern.h): flattening the same structure twice
+// yields the same object.
+//
+//   SpecBuilder b;            // flatten appends nodes and items
+//   PyObject* spec = InternSpec(&b);   // new reference, possibly shared
+#ifndef CPYTREE_SRC_TREESPEC_H_
+#define CPYTREE_SRC_TREESPEC_H_
+
+#include <vector>
+
+#include "common.h"
+#include "cpytree/internal/node.h"
+
+namespace cpytree {
+
+using internal::Node;
+
+// A read-only view of a node array and its items (a spec or a builder).
+struct SpecView {
+  const Node* nodes;
+  std::int64_t num_nodes;
+  PyObject* const* items;
+
+  const Node& root() const { return nodes[num_nodes - 1]; }
+  std::int64_t root_index() const { return num_nodes - 1; }
+};
+
+// The scratch state of one traversal: nodes and items of the spec under
+// construction, the leaves found, and a stack of pending children (snapshots
+// of dict values, mapped results) shared by all recursion levels. Every
+// PyObject* in it is an owned reference.
+struct SpecBuilder {
+  std::vector<Node> nodes;
+  std::vector<PyObject*> items;
+  std::vector<PyObject*> leaves;
+  std::vector<PyObject*> pending;
+
+  SpecBuilder() = default;
+  SpecBuilder(const SpecBuilder&) = delete;
+  SpecBuilder& operator=(const SpecBuilder&) = delete;
+  ~SpecBuilder() { Clear(); }
+
+  void Clear() {
+    for (auto* v : {&items, &leaves, &pending}) {
+      for (PyObject* o : *v) Py_DECREF(o);
+      v->clear();
+    }
+    nodes.clear();
+  }
+  // Appends an owned reference.
+  void AddItem(PyObject* owned) { items.push_back(owned); }
+  SpecView View() const {
+    return SpecView{nodes.data(), static_cast<std::int64_t>(nodes.size()), items.data()};
+  }
+};
+
+// A builder borrowed from a per-thread cache when free (the common case), so
+// that repeated flattens reuse one allocation; a fresh one when a flatten is
+// re-entered from user code.
+class ScratchBuilder {
+ public:
+  ScratchBuilder();
+  ~ScratchBuilder();
+  SpecBuilder* operator->() { return b_; }
+  SpecBuilder& operator*() { return *b_; }
+  SpecBuilder* get() { return b_; }
+
+ private:
+  SpecBuilder* b_;
+  bool cached_;
+};
+
+struct TreeSpecObject {
+  PyObject_HEAD
+  PyObject* weakrefs;            // weak references to this spec
+  TreeSpecObject* intern_next;   // next spec in the intern chain of intern_hash
+  std::size_t intern_hash;       // identity-preserving structural hash (intern.h)
+  Py_hash_t eq_hash;             // hash consistent with torch's ==; -1 until computed
+  bool interned;                 // whether the spec is in the intern table
+  std::vector<Node>* nodes;      // post-order, root last; heap-held so the object is POD
+  std::vector<PyObject*>* items; // owned context items, pre-order
+};
+
+extern PyTypeObject TreeSpecType;
+
+inline bool IsTreeSpec(PyObject* o) { return PyObject_TypeCheck(o, &TreeSpecType); }
+
+inline SpecView ViewOf(const TreeSpecObject* s) {
+  return SpecView{s->nodes->data(), static_cast<std::int64_t>(s->nodes->size()),
+                  s->items->data()};
+}
+
+// Allocates a spec owning a copy of nodes [begin, end] of `v` and their items.
+TreeSpecObject* NewSpecFromRange(SpecView v, std::int64_t begin, std::int64_t end);
+
+// The interned leaf spec (borrowed; alive as long as the module).
+PyObject* LeafSpec();
+
+// Readies the TreeSpec type. Returns false with an exception set.
+bool InitTreeSpecType();
+
+// spec.unflatten(leaves) over a view; `leaves` is a list or tuple. New ref.
+PyObject* UnflattenView(SpecView v, PyObject* const* leaves, std::int64_t num_leaves);
+
+// spec.flatten_up_to(tree): appends owned subtrees to `out`. False on error.
+bool FlattenUpTo(SpecView v, PyObject* tree, std::vector<PyObject*>* out);
+
+// The `type` torch reports for node `i` (None for a leaf). New reference.
+PyObject* NodeType(SpecView v, std::int64_t i);
+// The `context` torch reports for node `i` (a fresh list for dict keys). New ref.
+PyObject* NodeContext(SpecView v, std::int64_t i);
+
+// TreeSpec(type, context, children_specs) as torch defines it. New reference.
+PyObject* MakeSpec(PyObject* type, PyObject* context, PyObject* children);
+
+// spec.unflatten(leaves) with torch's argument handling and count check.
+PyObject* UnflattenChecked(PyObject* spec, PyObject* leaves);
+
+// repr(spec) as torch prints it.
+PyObject* SpecRepr(SpecView v);
+
+// torch's structural equality of two views (pointer-unequal specs). -1 on error.
+int SpecsEqual(SpecView a, SpecView b);
+// A hash consistent with SpecsEqual. -1 on error.
+Py_hash_t SpecEqHash(SpecView v);
+
+}  // namespace cpytree
+
+#endif  // CPYTREE_SRC_TREESPEC_H_

@@ -1,0 +1,164 @@
+// tree_unflatten / TreeSpec.unflatten: one left-to-right pass over the
+// post-order node array with a value stack; no recursion, so any depth works.
+#include "api.h"
+#include "children.h"
+#include "flatten.h"
+#include "registry.h"
+#include "treespec.h"
+
+namespace cpytree {
+namespace {
+
+// Builds one node from its `n` children, the owned references stack[top-n:].
+// Returns a new reference; the children references are always consumed.
+PyObject* BuildNode(const Node& node, PyObject* const* items, PyObject** kids) {
+  std::uint32_t n = node.arity;
+  auto release = [&] {
+    for (std::uint32_t k = 0; k < n; ++k) Py_XDECREF(kids[k]);
+  };
+  switch (node.kind) {
+    case NodeKind::kTuple: {
+      PyObject* t = PyTuple_New(n);
+      if (t == nullptr) break;
+      for (std::uint32_t k = 0; k < n; ++k) PyTuple_SET_ITEM(t, k, kids[k]);
+      return t;
+    }
+    case NodeKind::kList: {
+      PyObject* l = PyList_New(n);
+      if (l == nullptr) break;
+      for (std::uint32_t k = 0; k < n; ++k) PyList_SET_ITEM(l, k, kids[k]);
+      return l;
+    }
+    case NodeKind::kNamedTuple: {
+      PyObject* r = PyObject_Vectorcall(items[0], kids, n, nullptr);  // cls(*values)
+      release();
+      return r;
+    }
+    case NodeKind::kDict:
+    case NodeKind::kOrderedDict:
+    case NodeKind::kDefaultDict: {
+      Ref out;
+      if (node.kind == NodeKind::kDict) {
+        out = Ref(PyDict_New());
+      } else if (node.kind == NodeKind::kOrderedDict) {
+        out = Ref(PyObject_CallNoArgs(g_builtins.ordered_dict));
+      } else {
+        out = Ref(PyObject_CallOneArg(g_builtins.defaultdict, items[0]));
+      }
+      if (!out) break;
+      PyObject* const* keys = items + FirstKeyItem(node.kind);
+      bool exact = node.kind != NodeKind::kOrderedDict;  // OrderedDict needs __setitem__
+      for (std::uint32_t k = 0; k < n; ++k) {
+        int rc = exact ? PyDict_SetItem(out.get(), keys[k], kids[k])
+                       : PyObject_SetItem(out.get(), keys[k], kids[k]);
+        if (rc < 0) {
+          release();
+          return nullptr;
+        }
+      }
+      release();
+      return out.release();
+    }
+    case NodeKind::kDeque: {
+      Ref values(PyList_New(n));
+      if (!values) break;
+      for (std::uint32_t k = 0; k < n; ++k) PyList_SET_ITEM(values.get(), k, kids[k]);
+      Ref args(PyTuple_Pack(2, values.get(), items[0]));  // deque(values, maxlen)
+      if (!args) return nullptr;
+      return PyObject_Call(g_builtins.deque, args.get(), nullptr);
+    }
+    case NodeKind::kCustom: {
+      Ref values(PyList_New(n));
+      if (!values) break;
+      for (std::uint32_t k = 0; k < n; ++k) PyList_SET_ITEM(values.get(), k, kids[k]);
+      const Registration* reg = LookupRegistration(reinterpret_cast<PyTypeObject*>(items[0]));
+      if (reg == nullptr || reg->kind != NodeKind::kCustom) {
+        PyErr_SetObject(PyExc_KeyError, items[0]);  // torch: SUPPORTED_NODES[type]
+        return nullptr;
+      }
+      return PyObject_CallFunctionObjArgs(reg->unflatten_fn, values.get(), items[1], nullptr);
+    }
+    case NodeKind::kLeaf:
+      break;
+  }
+  release();
+  CPYTREE_CHECK(PyErr_Occurred(), nullptr);
+  return nullptr;
+}
+
+}  // namespace
+
+PyObject* UnflattenView(SpecView v, PyObject* const* leaves, std::int64_t num_leaves) {
+  CPYTREE_CHECK(num_leaves == v.root().num_leaves, nullptr);
+  std::vector<PyObject*> stack;
+  stack.reserve(static_cast<std::size_t>(num_leaves) + 8);
+  std::int64_t next_leaf = 0;
+  for (std::int64_t i = 0; i < v.num_nodes; ++i) {
+    const Node& node = v.nodes[i];
+    if (node.kind == NodeKind::kLeaf) {
+      PyObject* leaf = leaves[next_leaf++];
+      Py_INCREF(leaf);
+      stack.push_back(leaf);
+      continue;
+    }
+    std::size_t base = stack.size() - node.arity;
+    PyObject* built = BuildNode(node, v.items + node.ctx, stack.data() + base);
+    stack.resize(base);  // BuildNode consumed the children
+    if (built == nullptr) {
+      ReleaseFrom(&stack, 0);
+      return nullptr;
+    }
+    stack.push_back(built);
+  }
+  CPYTREE_CHECK(stack.size() == 1, nullptr);
+  return stack[0];
+}
+
+PyObject* UnflattenChecked(PyObject* spec, PyObject* leaves) {
+  Ref seq;
+  if (PyList_CheckExact(leaves) || PyTuple_CheckExact(leaves)) {
+    seq = Ref::Borrow(leaves);
+  } else {
+    seq = Ref(PySequence_List(leaves));
+    if (!seq) return nullptr;
+  }
+  SpecView v = ViewOf(reinterpret_cast<TreeSpecObject*>(spec));
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+  if (n != v.root().num_leaves) {
+    PyErr_Format(PyExc_ValueError,
+                 "treespec.unflatten(leaves): `leaves` has length %zd but the spec refers to "
+                 "a pytree that holds %lld items (%S).",
+                 n, static_cast<long long>(v.root().num_leaves), spec);
+    return nullptr;
+  }
+  // Hold the leaves in a private array: a list could change under user code
+  // (namedtuple or custom unflatten) while the pass reads it.
+  std::vector<PyObject*> held(PySequence_Fast_ITEMS(seq.get()),
+                              PySequence_Fast_ITEMS(seq.get()) + n);
+  for (PyObject* o : held) Py_INCREF(o);
+  PyObject* out = UnflattenView(v, held.data(), n);
+  ReleaseFrom(&held, 0);
+  return out;
+}
+
+PyObject* PyTreeUnflatten(PyObject*, PyObject* const* args, Py_ssize_t nargs,
+                          PyObject* kwnames) {
+  static const char* const kNames[] = {"leaves", "treespec"};
+  PyObject* a[2] = {nullptr, nullptr};
+  if (!ParseArgs("tree_unflatten", args, nargs, kwnames, kNames, 2, 2, a)) return nullptr;
+  PyObject* leaves = a[0];
+  PyObject* spec = a[1];
+  if (!IsTreeSpec(spec)) {
+    if (!IsTreeSpec(leaves)) {
+      PyErr_Format(PyExc_TypeError,
+                   "Expected `treespec` to be an instance of PyTreeSpec but got item of type "
+                   "%R.",
+                   reinterpret_cast<PyObject*>(Py_TYPE(spec)));
+      return nullptr;
+    }
+    std::swap(leaves, spec);  // torch allows (treespec, leaves)
+  }
+  return UnflattenChecked(spec, leaves);
+}
+
+}  // namespace cpytree
