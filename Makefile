@@ -16,10 +16,10 @@ build: setup
 	@CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip install -q --no-build-isolation -e .
 
 test-cpp: setup
-	@cmake -S . -B $(CPPBUILD) -G Ninja -DCPYTREE_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	@$(VENV)/bin/cmake -S . -B $(CPPBUILD) -G Ninja -DCPYTREE_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV))/bin/ninja >/dev/null
-	@cmake --build $(CPPBUILD) -j $(JOBS)
-	@ctest --test-dir $(CPPBUILD) --output-on-failure -j $(JOBS)
+	@$(VENV)/bin/cmake --build $(CPPBUILD) -j $(JOBS)
+	@$(VENV)/bin/ctest --test-dir $(CPPBUILD) --output-on-failure -j $(JOBS)
 
 test-python: build
 	@$(PY) -m pytest -q tests/python
