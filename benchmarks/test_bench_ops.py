@@ -1,0 +1,47 @@
+"""Every op on every default workload for every pytree backend, side by side.
+
+Tests are grouped by "op workload", so pytest-benchmark's table for a group
+compares the backends on one job. A missing backend, and a backend that
+cannot run a workload (the floor: list/tuple/dict only; dm-tree: no custom
+nodes), is a skip with the reason.
+
+    pytest benchmarks/ --benchmark-only
+    pytest benchmarks/ --benchmark-only -k "resnet50 and (cpytree or floor)"
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from cpytree.harness import backends, workloads
+
+BACKENDS = {b.name: b for b in backends.discover()}
+WORKLOADS = {w.name: w for w in workloads.default_workloads()}
+_TREES: dict[str, Any] = {}
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _tree(name: str) -> Any:
+    if name not in _TREES:
+        _TREES[name] = WORKLOADS[name].build()
+    return _TREES[name]
+
+
+CASES = [(op, w, b) for op in backends.OPS for w in WORKLOADS for b in BACKENDS]
+
+
+@pytest.mark.parametrize(("op", "workload", "backend"), CASES, ids=[":".join(c) for c in CASES])
+def test_op(benchmark: Any, op: str, workload: str, backend: str) -> None:
+    b = BACKENDS[backend]
+    w = WORKLOADS[workload]
+    ok, why = b.supports(w)
+    if not ok:
+        pytest.skip(f"{backend}: {why}")
+    fn, args, kwargs = b.call(op, _tree(workload), _identity)
+    benchmark.group = f"{op} {workload} ({w.nodes} nodes)"
+    benchmark.extra_info.update(backend=backend, workload=workload, op=op, nodes=w.nodes)
+    benchmark(fn, *args, **kwargs)

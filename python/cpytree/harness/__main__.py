@@ -1,0 +1,5 @@
+"""`python -m cpytree.harness`."""
+
+from .cli import main
+
+raise SystemExit(main())
