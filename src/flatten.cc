@@ -29,7 +29,7 @@ class Flattener {
     if (type == &PyList_Type) return VisitList(obj, depth);
     if (type == &PyTuple_Type) return VisitTuple(obj, NodeKind::kTuple, depth);
     if (type == &PyDict_Type) return VisitDict(obj, NodeKind::kDict, depth);
-    if (obj == Py_None) return AddLeaf(obj);
+    if (obj == Py_None || IsPlainScalarLeaf(type)) return AddLeaf(obj);
     return VisitOther(obj, depth);
   }
 

@@ -6,8 +6,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/hash/hash.h"
-#include "absl/strings/string_view.h"
 
 namespace cpytree {
 namespace {
@@ -20,8 +18,11 @@ absl::flat_hash_map<std::size_t, TreeSpecObject*>* g_table =
 // Containers inside contexts are hashed structurally only this deep.
 constexpr int kMaxItemDepth = 64;
 
-std::size_t Mix(std::size_t h, std::size_t v) {
-  return absl::Hash<std::pair<std::size_t, std::size_t>>()({h, v});
+// A cheap multiplicative mix: intern hashes only pick a chain; equality is
+// always checked in full.
+inline std::size_t Mix(std::size_t h, std::size_t v) {
+  h = (h ^ v) * 0x9E3779B97F4A7C15ull;
+  return h ^ (h >> 29);
 }
 
 // Identity-preserving hash of a context item: the type takes part, so 1, 1.0
@@ -29,6 +30,16 @@ std::size_t Mix(std::size_t h, std::size_t v) {
 bool ItemHash(PyObject* o, std::size_t* out, int depth) {
   if (depth > kMaxItemDepth) return false;
   PyTypeObject* t = Py_TYPE(o);
+  if (t == &PyUnicode_Type) {
+    // Same value as ViewHash's inlined fast path for str keys.
+    Py_hash_t v = PyObject_Hash(o);
+    if (v == -1) {
+      PyErr_Clear();
+      return false;
+    }
+    *out = static_cast<std::size_t>(v);
+    return true;
+  }
   std::size_t h = reinterpret_cast<std::size_t>(t);
   if (t == &PyTuple_Type || t == &PyList_Type) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
@@ -61,28 +72,27 @@ bool ItemHash(PyObject* o, std::size_t* out, int depth) {
   return true;
 }
 
-// Structural hash of a view; false if some item is not identity-hashable.
+// Structural hash of a view: the post-order (kind, arity) sequence fixes the
+// shape (counts and offsets follow from it), then the items. False if some
+// item is not identity-hashable.
 bool ViewHash(SpecView v, std::size_t* out) {
-  const Node& root = v.root();
-  std::size_t h;
-  if (root.ctx == 0) {
-    h = absl::Hash<absl::string_view>()(absl::string_view(
-        reinterpret_cast<const char*>(v.nodes), sizeof(Node) * v.num_nodes));
-  } else {
-    // A subtree of a larger spec: hash its nodes as they would be on their own.
-    std::vector<Node> rebased(v.nodes, v.nodes + v.num_nodes);
-    for (Node& n : rebased) n.ctx -= root.ctx;
-    h = absl::Hash<absl::string_view>()(absl::string_view(
-        reinterpret_cast<const char*>(rebased.data()), sizeof(Node) * v.num_nodes));
-  }
+  std::size_t h = static_cast<std::size_t>(v.num_nodes);
   std::size_t num_items = 0;
   for (std::int64_t i = 0; i < v.num_nodes; ++i) {
-    num_items += NumContextItems(v.nodes[i].kind, v.nodes[i].arity);
+    const Node& n = v.nodes[i];
+    h = Mix(h, static_cast<std::size_t>(n.kind) | (static_cast<std::size_t>(n.arity) << 8));
+    num_items += NumContextItems(n.kind, n.arity);
   }
-  PyObject* const* items = v.items + root.ctx;
+  PyObject* const* items = v.items + v.root().ctx;
   for (std::size_t i = 0; i < num_items; ++i) {
+    PyObject* o = items[i];
+    if (PyUnicode_CheckExact(o) && reinterpret_cast<PyASCIIObject*>(o)->hash != -1) {
+      // The common dict key: a str whose hash CPython already cached.
+      h = Mix(h, static_cast<std::size_t>(reinterpret_cast<PyASCIIObject*>(o)->hash));
+      continue;
+    }
     std::size_t e;
-    if (!ItemHash(items[i], &e, 0)) return false;
+    if (!ItemHash(o, &e, 0)) return false;
     h = Mix(h, e);
   }
   *out = h;

@@ -34,7 +34,7 @@ class Mapper {
     if (type == &PyList_Type) return MapList(obj, depth);
     if (type == &PyTuple_Type) return MapTuple(obj, depth);
     if (type == &PyDict_Type) return MapDict(obj, NodeKind::kDict, depth);
-    if (obj == Py_None) return PyObject_CallOneArg(func_, obj);
+    if (obj == Py_None || IsPlainScalarLeaf(type)) return PyObject_CallOneArg(func_, obj);
     return MapOther(obj, depth);
   }
 

@@ -12,6 +12,7 @@
 namespace cpytree {
 
 Builtins g_builtins;
+std::atomic<bool> g_scalar_registered{false};
 
 namespace {
 
@@ -146,6 +147,10 @@ bool RegisterNode(PyObject* type, PyObject* flatten_fn, PyObject* unflatten_fn,
     // OrderedDict/defaultdict/deque are handled natively; torch registers them
     // itself, so a re-registration from a mirrored registry is a no-op.
     return true;
+  }
+  if (t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type || t == &PyBool_Type ||
+      t == &PyComplex_Type) {
+    g_scalar_registered.store(true);
   }
   (*next)[t] = NewRegistration(NodeKind::kCustom, type, flatten_fn, unflatten_fn,
                                flatten_with_keys_fn == Py_None ? nullptr : flatten_with_keys_fn);

@@ -16,6 +16,8 @@
 #ifndef CPYTREE_SRC_REGISTRY_H_
 #define CPYTREE_SRC_REGISTRY_H_
 
+#include <atomic>
+
 #include "common.h"
 #include "cpytree/kind.h"
 
@@ -47,6 +49,18 @@ extern Builtins g_builtins;
 // Resolves g_builtins and seeds the registry with the builtin kinds.
 bool InitRegistry();
 
+// Set once any of int, float, str, bool or complex is registered as a node
+// (torch allows it); until then those types are leaves without a lookup.
+extern std::atomic<bool> g_scalar_registered;
+
+// True for exact int/float/str/bool/complex while none of them is registered:
+// the common non-container leaves, decided without a hash lookup.
+inline bool IsPlainScalarLeaf(PyTypeObject* t) {
+  return (t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type ||
+          t == &PyBool_Type || t == &PyComplex_Type) &&
+         !g_scalar_registered.load(std::memory_order_relaxed);
+}
+
 // The registration of exactly `type`, or null. Lock-free.
 const Registration* LookupRegistration(PyTypeObject* type);
 
@@ -55,7 +69,8 @@ const Registration* LookupRegistration(PyTypeObject* type);
 int IsNamedTupleClass(PyTypeObject* type);
 
 // The node kind of `obj`, for objects that are not exact list/tuple/dict/None;
-// kLeaf if it is not a node. Sets *reg for kCustom. -1 cast on error.
+// kLeaf if it is not a node. Sets *reg for kCustom; sets *error (with an
+// exception) if the namedtuple check raised.
 // Namedtuples win over explicit registrations, as in torch.
 inline NodeKind Classify(PyObject* obj, const Registration** reg, bool* error) {
   PyTypeObject* type = Py_TYPE(obj);
