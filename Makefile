@@ -5,15 +5,24 @@ PY     := $(VENV)/bin/python
 JOBS   ?= 2
 CPPBUILD := build/cpp
 
-.PHONY: all setup build test test-cpp test-python harness bench clean
+.PHONY: all setup build floor test test-cpp test-python harness bench clean
 
 all: build
 
 setup:
 	@bash scripts/setup.sh
 
+# flock: several shells (or agents) may build in one checkout; one at a time.
 build: setup
-	@CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip install -q --no-build-isolation -e .
+	@flock build.lock env CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip install -q --no-build-isolation -e .
+
+# The floor instrument (a measuring tool kept outside the product) when present.
+FLOOR_SRC ?= /work/shared/tools/floor
+FLOOR_DIR := build/floor
+floor:
+	@if [ -f $(FLOOR_SRC)/floor.c ]; then mkdir -p $(FLOOR_DIR) && cp $(FLOOR_SRC)/floor.c $(FLOOR_SRC)/build.sh $(FLOOR_DIR)/ \
+	  && (cd $(FLOOR_DIR) && PATH=$(abspath $(VENV))/bin:$$PATH sh build.sh >/dev/null); \
+	else echo "floor: $(FLOOR_SRC) not found; the harness reports the floor as missing"; fi
 
 test-cpp: setup
 	@$(VENV)/bin/cmake -S . -B $(CPPBUILD) -G Ninja -DCPYTREE_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -26,11 +35,11 @@ test-python: build
 
 test: test-cpp test-python
 
-harness: build
-	@$(VENV)/bin/cpytree-harness $(HARNESS_ARGS)
+harness: build floor
+	@CPYTREE_FLOOR_PATH=$(abspath $(FLOOR_DIR)) $(VENV)/bin/cpytree-harness $(HARNESS_ARGS)
 
-bench: build
-	@$(PY) -m pytest benchmarks --benchmark-only --benchmark-columns=median,min,max -q
+bench: build floor
+	@CPYTREE_FLOOR_PATH=$(abspath $(FLOOR_DIR)) $(PY) -m pytest benchmarks --benchmark-only -q
 
 clean:
 	rm -rf build harness-report
