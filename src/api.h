@@ -19,8 +19,12 @@ CPYTREE_FASTCALL(PyTreeIsLeaf);       // tree_is_leaf(tree, is_leaf=None)
 CPYTREE_FASTCALL(PyTreeUnflatten);    // tree_unflatten(leaves, treespec)
 CPYTREE_FASTCALL(PyTreeMap);          // tree_map(func, tree, *rests, is_leaf=None)
 CPYTREE_FASTCALL(PyTreeMapInplace);   // tree_map_(func, tree, *rests, is_leaf=None)
+CPYTREE_FASTCALL(PyTreeFlattenSpec);  // tree_flatten_spec(pytree, spec, registry=None)
 
 #undef CPYTREE_FASTCALL
+
+// TreeSpec.flatten(tree): the leaves of a tree whose structure must equal spec.
+PyObject* SpecFlatten(PyObject* spec, PyObject* tree);
 
 }  // namespace cpytree
 

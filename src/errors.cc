@@ -54,4 +54,12 @@ void RaiseAtPath(PyObject* exc, PyObject* message, const std::vector<PathEntry>&
   PyErr_SetObject(exc, full.get());
 }
 
+void PathError::Raise() {
+  if (message_ == nullptr) return;  // nothing pending (or formatting already raised)
+  std::vector<PathEntry> path(path_.rbegin(), path_.rend());
+  PyObject* message = message_;
+  message_ = nullptr;
+  RaiseAtPath(PyExc_ValueError, message, path);
+}
+
 }  // namespace cpytree

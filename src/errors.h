@@ -26,6 +26,43 @@ CPYTREE_NOINLINE PyObject* FormatKeyPath(const std::vector<PathEntry>& path);
 CPYTREE_NOINLINE void RaiseAtPath(PyObject* exc, PyObject* message,
                                   const std::vector<PathEntry>& path);
 
+// A structure mismatch whose key path is collected while the recursion
+// unwinds, so a successful traversal records nothing:
+//   deepest level:  return err.Set(PyUnicode_FromFormat(...));
+//   each ancestor:  if (!Visit(child)) { err.AddParent(kind, k, key); return false; }
+//   entry point:    if (err.active()) err.Raise();
+class PathError {
+ public:
+  PathError() = default;
+  PathError(const PathError&) = delete;
+  PathError& operator=(const PathError&) = delete;
+  ~PathError() { Py_XDECREF(message_); }
+
+  // Records the mismatch (consumes `message`; null if formatting raised).
+  // Always returns false, for `return err.Set(...)`.
+  bool Set(PyObject* message) {
+    if (message == nullptr) {
+      failed_format_ = true;
+    } else {
+      message_ = message;
+    }
+    return false;
+  }
+  // True if a mismatch is pending (its key path still being collected).
+  bool active() const { return message_ != nullptr; }
+  // Adds the step from a parent to the failing child (while unwinding).
+  void AddParent(NodeKind kind, Py_ssize_t index, PyObject* key) {
+    if (message_ != nullptr) path_.push_back(PathEntry{kind, index, key});
+  }
+  // Raises ValueError "<message> (at key path tree...)".
+  CPYTREE_NOINLINE void Raise();
+
+ private:
+  PyObject* message_ = nullptr;
+  bool failed_format_ = false;
+  std::vector<PathEntry> path_;  // innermost step first
+};
+
 }  // namespace cpytree
 
 #endif  // CPYTREE_SRC_ERRORS_H_

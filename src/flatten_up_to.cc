@@ -17,6 +17,9 @@ class UpTo {
   UpTo(SpecView v, std::vector<PyObject*>* out) : v_(v), out_(out), limit_(DepthLimit()) {}
   ~UpTo() { ReleaseFrom(&held_, 0); }
 
+  // After a failed Visit: raises the pending mismatch, if that was the cause.
+  void RaisePending() { err_.Raise(); }
+
   bool Visit(std::int64_t i, PyObject* node, int depth) {
     const Node& s = v_.nodes[i];
     if (s.kind == NodeKind::kLeaf) {
@@ -30,18 +33,21 @@ class UpTo {
     }
     std::size_t base = held_.size();
     if (!Children(i, node)) return false;
-    std::vector<std::int64_t> idx;
-    internal::ChildIndices(v_.nodes, i, &idx);
+    // Child indices, first child first, on a stack shared by all levels (no
+    // allocation per node); read by position: deeper levels grow the stack.
+    std::size_t ibase = idx_.size();
+    idx_.resize(ibase + s.arity);
+    std::size_t slot = idx_.size();
+    internal::ForEachChildReversed(v_.nodes, i, [&](std::int64_t c) { idx_[--slot] = c; });
     PyObject* const* items = v_.items + s.ctx;
-    for (std::size_t k = 0; k < idx.size(); ++k) {
-      PyObject* key = IsDictKind(s.kind) ? items[FirstKeyItem(s.kind) + k]
-                      : s.kind == NodeKind::kNamedTuple ? items[0]
-                                                        : nullptr;
-      path_.push_back(PathEntry{s.kind, static_cast<Py_ssize_t>(k), key});
-      if (!Visit(idx[k], held_[base + k], depth + 1)) return false;
-      path_.pop_back();
+    for (std::size_t k = 0; k < s.arity; ++k) {
+      if (!Visit(idx_[ibase + k], held_[base + k], depth + 1)) {
+        err_.AddParent(s.kind, static_cast<Py_ssize_t>(k), KeyOf(s, items, k));
+        return false;
+      }
     }
     ReleaseFrom(&held_, base);
+    idx_.resize(ibase);
     return true;
   }
 
@@ -52,9 +58,13 @@ class UpTo {
                                          : reinterpret_cast<PyObject*>(Py_TYPE(node));
   }
 
-  CPYTREE_NOINLINE bool Fail(PyObject* message) {
-    RaiseAtPath(PyExc_ValueError, message, path_);
-    return false;
+  CPYTREE_NOINLINE bool Fail(PyObject* message) { return err_.Set(message); }
+
+  // The key-path step to child k of spec node s (a spec item, borrowed).
+  static PyObject* KeyOf(const Node& s, PyObject* const* items, std::size_t k) {
+    return IsDictKind(s.kind)                ? items[FirstKeyItem(s.kind) + k]
+           : s.kind == NodeKind::kNamedTuple ? items[0]
+                                             : nullptr;
   }
 
   bool ArityMismatch(const Node& s, Py_ssize_t got) {
@@ -169,8 +179,9 @@ class UpTo {
 
   SpecView v_;
   std::vector<PyObject*>* out_;
-  std::vector<PyObject*> held_;   // owned children snapshots, a stack by level
-  std::vector<PathEntry> path_;  // path from the root to the node being visited
+  std::vector<PyObject*> held_;
+  std::vector<std::int64_t> idx_;  // child indices of the nodes being visited   // owned children snapshots, a stack by level
+  PathError err_;  // a mismatch and its key path, collected while unwinding
   int limit_;
 };
 
@@ -178,7 +189,9 @@ class UpTo {
 
 bool FlattenUpTo(SpecView v, PyObject* tree, std::vector<PyObject*>* out) {
   UpTo upto(v, out);
-  return upto.Visit(v.root_index(), tree, 0);
+  bool ok = upto.Visit(v.root_index(), tree, 0);
+  if (!ok) upto.RaisePending();
+  return ok;
 }
 
 }  // namespace cpytree

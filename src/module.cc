@@ -33,6 +33,10 @@ PyMethodDef kModuleMethods[] = {
     {"tree_map_", FASTCALL_KW(PyTreeMapInplace), kFastKw,
      "tree_map_(func, tree, *rests, is_leaf=None)\n--\n\n"
      "Calls func on each leaf for its side effects and returns tree."},
+    {"tree_flatten_spec", FASTCALL_KW(PyTreeFlattenSpec), kFastKw,
+     "tree_flatten_spec(pytree, spec, registry=None)\n--\n\n"
+     "torch.fx._pytree.tree_flatten_spec: the leaves of pytree at spec's leaves. registry:\n"
+     "torch.fx._pytree.SUPPORTED_NODES, for spec node types it knows beyond the builtins."},
     {"_register_node", FASTCALL_KW(PyRegisterNode), METH_FASTCALL,
      "_register_node(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn, /)\n--\n\n"
      "Mirrors one registration of the Python registry into the engine."},

@@ -133,7 +133,7 @@ NodeKind KindOf(PyObject* obj, const Registration** reg, bool* error) {
   if (type == &PyTuple_Type) return NodeKind::kTuple;
   if (type == &PyList_Type) return NodeKind::kList;
   if (type == &PyDict_Type) return NodeKind::kDict;
-  if (obj == Py_None) return NodeKind::kLeaf;
+  if (obj == Py_None || IsPlainScalarLeaf(type)) return NodeKind::kLeaf;
   return Classify(obj, reg, error);
 }
 

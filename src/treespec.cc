@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "api.h"
 #include "errors.h"
 #include "intern.h"
 #include "registry.h"
@@ -110,6 +111,8 @@ PyObject* MethodIsLeaf(PyObject* self, PyObject*) {
 PyObject* MethodUnflatten(PyObject* self, PyObject* leaves) {
   return UnflattenChecked(self, leaves);
 }
+
+PyObject* MethodFlatten(PyObject* self, PyObject* tree) { return SpecFlatten(self, tree); }
 
 PyObject* MethodFlattenUpTo(PyObject* self, PyObject* tree) {
   std::vector<PyObject*> out;
@@ -220,6 +223,9 @@ PyMethodDef kMethods[] = {
      "unflatten($self, leaves, /)\n--\n\nRebuild a pytree from its leaves."},
     {"flatten_up_to", MethodFlattenUpTo, METH_O,
      "flatten_up_to($self, tree, /)\n--\n\nThe subtrees of tree at this spec's leaves."},
+    {"flatten", MethodFlatten, METH_O,
+     "flatten($self, tree, /)\n--\n\nThe leaves of tree, whose structure must equal this "
+     "spec\n(validated in the same pass; ValueError with the key path otherwise)."},
     {"__reduce__", MethodReduce, METH_NOARGS, nullptr},
     {"__copy__", MethodCopy, METH_NOARGS, nullptr},
     {"__deepcopy__", MethodDeepCopy, METH_O, nullptr},

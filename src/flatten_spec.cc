@@ -1,0 +1,446 @@
+// Flattening a tree against a known spec: validate and collect leaves in one
+// pass over spec and tree together, without building a spec.
+//
+// Two modes share the walk:
+//  - strict (TreeSpec.flatten): the tree's structure must equal the spec (as
+//    tree_structure(tree) == spec would say); mismatches raise ValueError
+//    with the key path.
+//  - fx (tree_flatten_spec): torch.fx._pytree.tree_flatten_spec's rules, the
+//    per-call hot path of exported and compiled graphs: dict/list/tuple/
+//    namedtuple spec nodes index into the tree (d[k], d[i]) without type
+//    checks; other spec nodes use an fx flatten-spec function from `registry`
+//    when it has one, else the subtree is flattened and its spec compared.
+#include <vector>
+
+#include "api.h"
+#include "children.h"
+#include "errors.h"
+#include "flatten.h"
+#include "intern.h"
+#include "registry.h"
+#include "treespec.h"
+
+namespace cpytree {
+namespace {
+
+template <bool kStrict>
+class SpecFlattener {
+ public:
+  SpecFlattener(SpecView v, PyObject* registry, std::vector<PyObject*>* out)
+      : v_(v), registry_(registry), out_(out), limit_(DepthLimit()) {}
+  ~SpecFlattener() { ReleaseFrom(&held_, 0); }
+
+  // After a failed Visit: raises the pending mismatch, if that was the cause.
+  void RaisePending() { err_.Raise(); }
+
+  bool Visit(std::int64_t i, PyObject* node, int depth) {
+    const Node& s = v_.nodes[i];
+    if (s.kind == NodeKind::kLeaf) {
+      if constexpr (kStrict) {
+        if (!IsLeafObject(node)) return NotALeaf(node);
+      }
+      Py_INCREF(node);
+      out_->push_back(node);
+      return true;
+    }
+    if (CPYTREE_UNLIKELY(depth > limit_)) {
+      RaiseDepthError("pytree flatten against a spec", limit_);
+      return false;
+    }
+    if constexpr (kStrict) {
+      // Exact builtins of the spec's kind walk the container directly.
+      PyTypeObject* t = Py_TYPE(node);
+      if (s.kind == NodeKind::kTuple && t == &PyTuple_Type) return VisitTuple(i, node, depth);
+      if (s.kind == NodeKind::kList && t == &PyList_Type) return VisitList(i, node, depth);
+      if (s.kind == NodeKind::kDict && t == &PyDict_Type) return VisitDict(i, node, depth);
+    }
+    std::size_t base = held_.size();
+    int r = kStrict ? StrictChildren(i, node) : FxChildren(i, node);
+    if (r <= 0) return r == 0;  // 0: the subtree was handled whole
+    std::size_t ibase = PushChildren(i);
+    PyObject* const* items = v_.items + s.ctx;
+    for (std::size_t k = 0; k < s.arity; ++k) {
+      if (!Visit(ChildAt(ibase, s.arity, k), held_[base + k], depth + 1)) {
+        err_.AddParent(s.kind, static_cast<Py_ssize_t>(k), KeyOf(s, items, k));
+        return false;
+      }
+    }
+    ReleaseFrom(&held_, base);
+    idx_.resize(ibase);
+    return true;
+  }
+
+ private:
+  // Pushes the child indices of spec node i, first child first, on idx_ (a
+  // stack shared by all levels: no allocation per node). Returns the base.
+  // Stored last child first (push_back, no zero-fill): child k of the node
+  // is at idx_[ibase + arity - 1 - k], see ChildAt.
+  std::size_t PushChildren(std::int64_t i) {
+    std::size_t ibase = idx_.size();
+    internal::ForEachChildReversed(v_.nodes, i, [&](std::int64_t c) { idx_.push_back(c); });
+    return ibase;
+  }
+  std::int64_t ChildAt(std::size_t ibase, std::uint32_t arity, std::uint32_t k) const {
+    return idx_[ibase + arity - 1 - k];
+  }
+
+  // Visits child k of spec node i; on failure records the key-path step.
+  bool VisitChild(std::int64_t i, std::size_t k, std::int64_t c, PyObject* child, int depth) {
+    if (Visit(c, child, depth + 1)) return true;
+    const Node& s = v_.nodes[i];
+    err_.AddParent(s.kind, static_cast<Py_ssize_t>(k), KeyOf(s, v_.items + s.ctx, k));
+    return false;
+  }
+
+  bool VisitTuple(std::int64_t i, PyObject* tuple, int depth) {
+    const Node& s = v_.nodes[i];
+    if (PyTuple_GET_SIZE(tuple) != s.arity) return Arity(s, PyTuple_GET_SIZE(tuple)) > 0;
+    std::size_t ibase = PushChildren(i);
+    for (std::uint32_t k = 0; k < s.arity; ++k) {
+      // A tuple is immutable and held by its parent: no per-child reference.
+      if (!VisitChild(i, k, ChildAt(ibase, s.arity, k), PyTuple_GET_ITEM(tuple, k), depth)) return false;
+    }
+    idx_.resize(ibase);
+    return true;
+  }
+
+  bool VisitList(std::int64_t i, PyObject* list, int depth) {
+    const Node& s = v_.nodes[i];
+    if (PyList_GET_SIZE(list) != s.arity) return Arity(s, PyList_GET_SIZE(list)) > 0;
+    std::size_t ibase = PushChildren(i);
+    for (std::uint32_t k = 0; k < s.arity; ++k) {
+      // User code below (custom flatten) may shrink the list: re-check.
+      if (k >= PyList_GET_SIZE(list)) return Arity(s, PyList_GET_SIZE(list)) > 0;
+      Ref child = Ref::Borrow(PyList_GET_ITEM(list, k));
+      if (!VisitChild(i, k, ChildAt(ibase, s.arity, k), child.get(), depth)) return false;
+    }
+    idx_.resize(ibase);
+    return true;
+  }
+
+  bool VisitDict(std::int64_t i, PyObject* dict, int depth) {
+    const Node& s = v_.nodes[i];
+    if (PyDict_GET_SIZE(dict) != s.arity) return Arity(s, PyDict_GET_SIZE(dict)) > 0;
+    PyObject* const* expected = v_.items + s.ctx;
+    std::size_t ibase = PushChildren(i);
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    for (std::uint32_t k = 0; k < s.arity; ++k) {
+      if (!PyDict_Next(dict, &pos, &key, &value)) return Arity(s, PyDict_GET_SIZE(dict)) > 0;
+      if (key != expected[k]) {
+        Ref held_key = Ref::Borrow(key);
+        int eq = PyObject_RichCompareBool(key, expected[k], Py_EQ);
+        if (eq <= 0) return eq == 0 ? DictKeysMismatch(s, expected, dict) > 0 : false;
+      }
+      Ref child = Ref::Borrow(value);
+      if (!VisitChild(i, k, ChildAt(ibase, s.arity, k), child.get(), depth)) return false;
+    }
+    idx_.resize(ibase);
+    return true;
+  }
+
+  CPYTREE_NOINLINE int DictKeysMismatch(const Node& s, PyObject* const* expected, PyObject* dict) {
+    std::vector<PyObject*> got;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+      Py_INCREF(key);
+      got.push_back(key);
+    }
+    int r = KeysMismatch(expected, s.arity, got);
+    ReleaseFrom(&got, 0);
+    return r;
+  }
+
+  static bool IsLeafObject(PyObject* node) {
+    const Registration* reg = nullptr;
+    bool error = false;
+    return KindOf(node, &reg, &error) == NodeKind::kLeaf && !error;
+  }
+
+  CPYTREE_NOINLINE bool Fail(PyObject* message) { return err_.Set(message); }
+
+  // The key-path step to child k of spec node s (a spec item, borrowed).
+  static PyObject* KeyOf(const Node& s, PyObject* const* items, std::size_t k) {
+    return IsDictKind(s.kind)                ? items[FirstKeyItem(s.kind) + k]
+           : s.kind == NodeKind::kNamedTuple ? items[0]
+                                             : nullptr;
+  }
+
+  CPYTREE_NOINLINE bool NotALeaf(PyObject* node) {
+    if (PyErr_Occurred()) return false;
+    return Fail(PyUnicode_FromFormat("Node type mismatch; expected a leaf, but got %R.",
+                                     reinterpret_cast<PyObject*>(Py_TYPE(node))));
+  }
+
+  void Hold(PyObject* borrowed) {
+    Py_INCREF(borrowed);
+    held_.push_back(borrowed);
+  }
+
+  // Strict: the node must be of the spec's kind, arity and context. Returns
+  // 1 with the children held, -1 on error.
+  int StrictChildren(std::int64_t i, PyObject* node) {
+    const Node& s = v_.nodes[i];
+    PyObject* const* items = v_.items + s.ctx;
+    const Registration* reg = nullptr;
+    bool error = false;
+    NodeKind kind = KindOf(node, &reg, &error);
+    if (error) return -1;
+    bool same_type = kind == s.kind &&
+                     (kind == NodeKind::kNamedTuple
+                          ? reinterpret_cast<PyObject*>(Py_TYPE(node)) == items[0]
+                      : kind == NodeKind::kCustom
+                          ? reinterpret_cast<PyObject*>(Py_TYPE(node)) == items[0]
+                          : true);
+    if (!same_type) return TypeMismatch(i, node);
+    switch (kind) {
+      case NodeKind::kTuple:
+      case NodeKind::kNamedTuple:
+        if (PyTuple_GET_SIZE(node) != s.arity) return Arity(s, PyTuple_GET_SIZE(node));
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(node); ++k) {
+          Hold(PyTuple_GET_ITEM(node, k));
+        }
+        return 1;
+      case NodeKind::kList:
+        if (PyList_GET_SIZE(node) != s.arity) return Arity(s, PyList_GET_SIZE(node));
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(node); ++k) Hold(PyList_GET_ITEM(node, k));
+        return 1;
+      case NodeKind::kDict:
+      case NodeKind::kOrderedDict:
+      case NodeKind::kDefaultDict:
+        return DictChildren(s, items, node);
+      case NodeKind::kDeque: {
+        std::size_t base = held_.size();
+        if (!SnapshotDeque(node, &held_)) return -1;
+        std::size_t n = held_.size() - base;
+        if (n != s.arity) return Arity(s, static_cast<Py_ssize_t>(n));
+        Ref maxlen(MaxLenOf(node));
+        if (!maxlen) return -1;
+        return ContextEqual(i, items[0], maxlen.get());
+      }
+      case NodeKind::kCustom: {
+        Ref children, context;
+        if (!CallCustomFlatten(reg, node, &children, &context)) return -1;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(children.get());
+        if (n != s.arity) return Arity(s, n);
+        int eq = ContextEqual(i, items[1], context.get());
+        if (eq < 0) return -1;
+        for (Py_ssize_t k = 0; k < n; ++k) Hold(PySequence_Fast_ITEMS(children.get())[k]);
+        return 1;
+      }
+      default:
+        CPYTREE_CHECK(false, -1);
+    }
+  }
+
+  // Dict kinds: the same keys in the same order (compared with ==).
+  int DictChildren(const Node& s, PyObject* const* items, PyObject* node) {
+    std::size_t base = held_.size();
+    std::vector<PyObject*>& keys = keys_;  // reused: no allocation per dict
+    bool ok = SnapshotDict(node, s.kind, &keys, &held_);
+    int result = 1;
+    if (!ok) {
+      result = -1;
+    } else if (keys.size() != s.arity) {
+      result = Arity(s, static_cast<Py_ssize_t>(keys.size()));
+    } else {
+      PyObject* const* expected = items + FirstKeyItem(s.kind);
+      if (s.kind == NodeKind::kDefaultDict) {
+        Ref factory(DefaultFactoryOf(node));
+        result = factory ? ContextEqual(0, items[0], factory.get(), "default_factory") : -1;
+      }
+      for (std::size_t k = 0; result == 1 && k < keys.size(); ++k) {
+        if (keys[k] == expected[k]) continue;
+        int eq = PyObject_RichCompareBool(keys[k], expected[k], Py_EQ);
+        if (eq < 0) result = -1;
+        if (eq == 0) result = KeysMismatch(expected, s.arity, keys);
+      }
+    }
+    ReleaseFrom(&keys, 0);
+    if (result != 1) ReleaseFrom(&held_, base);
+    return result;
+  }
+
+  CPYTREE_NOINLINE int TypeMismatch(std::int64_t i, PyObject* node) {
+    Ref spec_type(NodeType(v_, i));
+    if (!spec_type) return -1;
+    if (v_.nodes[i].kind == NodeKind::kNamedTuple) spec_type = Ref::Borrow(v_.items[v_.nodes[i].ctx]);
+    PyObject* got = reinterpret_cast<PyObject*>(Py_TYPE(node));
+    Fail(PyUnicode_FromFormat("Node type mismatch; expected %R, but got %R.", spec_type.get(),
+                              got));
+    return -1;
+  }
+
+  CPYTREE_NOINLINE int Arity(const Node& s, Py_ssize_t got) {
+    Fail(PyUnicode_FromFormat("Node arity mismatch; expected %u, but got %zd.", s.arity, got));
+    return -1;
+  }
+
+  // 1 if equal; raises the context mismatch otherwise (-1).
+  int ContextEqual(std::int64_t i, PyObject* expected, PyObject* got,
+                   const char* what = "context") {
+    if (expected == got) return 1;
+    int eq = PyObject_RichCompareBool(expected, got, Py_EQ);
+    if (eq != 0) return eq;
+    (void)i;
+    Fail(PyUnicode_FromFormat("Node %s mismatch; expected %R, but got %R.", what, expected,
+                              got));
+    return -1;
+  }
+
+  CPYTREE_NOINLINE int KeysMismatch(PyObject* const* expected, std::uint32_t n,
+                                    const std::vector<PyObject*>& got) {
+    Ref e(PyList_New(n)), g(PyList_New(static_cast<Py_ssize_t>(got.size())));
+    if (!e || !g) return -1;
+    for (std::uint32_t k = 0; k < n; ++k) {
+      Py_INCREF(expected[k]);
+      PyList_SET_ITEM(e.get(), k, expected[k]);
+    }
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      Py_INCREF(got[k]);
+      PyList_SET_ITEM(g.get(), k, got[k]);
+    }
+    Fail(PyUnicode_FromFormat("Node keys mismatch; expected %R, but got %R.", e.get(), g.get()));
+    return -1;
+  }
+
+  // fx rules. Returns 1 with children held, 0 if the subtree was handled
+  // whole (leaves already appended), -1 on error.
+  int FxChildren(std::int64_t i, PyObject* node) {
+    const Node& s = v_.nodes[i];
+    PyObject* const* items = v_.items + s.ctx;
+    switch (s.kind) {
+      case NodeKind::kDict:  // [d[k] for k in spec.context]
+        for (std::uint32_t k = 0; k < s.arity; ++k) {
+          PyObject* v = PyObject_GetItem(node, items[k]);
+          if (v == nullptr) return -1;
+          held_.push_back(v);
+        }
+        return 1;
+      case NodeKind::kList:
+      case NodeKind::kTuple:
+      case NodeKind::kNamedTuple:  // [d[i] for i in range(spec.num_children)]
+        if ((PyList_CheckExact(node) && PyList_GET_SIZE(node) >= s.arity) ||
+            (PyTuple_Check(node) && PyTuple_GET_SIZE(node) >= s.arity)) {
+          PyObject** src = PySequence_Fast_ITEMS(node);
+          for (std::uint32_t k = 0; k < s.arity; ++k) Hold(src[k]);
+          return 1;
+        }
+        for (std::uint32_t k = 0; k < s.arity; ++k) {
+          Ref index(PyLong_FromUnsignedLong(k));
+          PyObject* v = index ? PyObject_GetItem(node, index.get()) : nullptr;  // d[i]
+          if (v == nullptr) return -1;
+          held_.push_back(v);
+        }
+        return 1;
+      default:
+        return FxOther(i, node);
+    }
+  }
+
+  CPYTREE_NOINLINE int FxOther(std::int64_t i, PyObject* node) {
+    SpecView sub{v_.nodes + internal::SubtreeBegin(v_.nodes, i), v_.nodes[i].num_nodes,
+                 v_.items};
+    Ref spec(InternView(sub));
+    if (!spec) return -1;
+    if (registry_ != nullptr && registry_ != Py_None) {
+      Ref type(NodeType(v_, i));
+      if (!type) return -1;
+      PyObject* fn = PyDict_GetItemWithError(registry_, type.get());
+      if (fn == nullptr && PyErr_Occurred()) return -1;
+      if (fn != nullptr) {
+        Ref children(PyObject_CallFunctionObjArgs(fn, node, spec.get(), nullptr));
+        if (!children) return -1;
+        Ref seq(PySequence_Fast(children.get(), "flatten_fn_spec must return a list"));
+        if (!seq) return -1;
+        // torch zips children with child specs: the shorter one wins.
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+        if (n < v_.nodes[i].arity) return FxShortChildren(i, node, seq.get());
+        for (std::uint32_t k = 0; k < v_.nodes[i].arity; ++k) {
+          Hold(PySequence_Fast_ITEMS(seq.get())[k]);
+        }
+        return 1;
+      }
+    }
+    // torch: flat_result, real_spec = tree_flatten(pytree); compare specs.
+    ScratchBuilder b;
+    if (!FlattenInto(node, nullptr, true, b.get())) return -1;
+    Ref real(b->nodes.size() == 1 ? Ref::Borrow(LeafSpec()) : Ref(InternView(b->View())));
+    if (!real) return -1;
+    int eq = real.get() == spec.get() ? 1 : PyObject_RichCompareBool(real.get(), spec.get(), Py_EQ);
+    if (eq < 0) return -1;
+    if (!eq) {
+      PyErr_Format(PyExc_RuntimeError,
+                   "Real spec %S of object %S is different from expected spec %S. Please file "
+                   "an issue at https://github.com/pytorch/pytorch/issues/new?template=bug-"
+                   "report.yml",
+                   real.get(), node, spec.get());
+      return -1;
+    }
+    for (PyObject* leaf : b->leaves) out_->push_back(leaf);
+    b->leaves.clear();  // ownership moved to out_
+    return 0;
+  }
+
+  // A registered fx flatten function returned fewer children than the spec
+  // has: like torch's zip, flatten only those.
+  CPYTREE_NOINLINE int FxShortChildren(std::int64_t i, PyObject*, PyObject* seq) {
+    std::vector<std::int64_t> idx;
+    internal::ChildIndices(v_.nodes, i, &idx);
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); ++k) {
+      if (!Visit(idx[k], PySequence_Fast_ITEMS(seq)[k], 1)) return -1;
+    }
+    return 0;
+  }
+
+  SpecView v_;
+  PyObject* registry_;
+  std::vector<PyObject*>* out_;
+  std::vector<PyObject*> held_;
+  std::vector<std::int64_t> idx_;  // child indices of the nodes being visited
+  std::vector<PyObject*> keys_;    // scratch: a dict's keys (empty between uses)
+  PathError err_;  // a mismatch and its key path, collected while unwinding
+  int limit_;
+};
+
+template <bool kStrict>
+PyObject* FlattenAgainst(PyObject* spec, PyObject* tree, PyObject* registry) {
+  std::vector<PyObject*> out;
+  bool ok;
+  {
+    SpecFlattener<kStrict> f(ViewOf(reinterpret_cast<TreeSpecObject*>(spec)), registry, &out);
+    ok = f.Visit(ViewOf(reinterpret_cast<TreeSpecObject*>(spec)).root_index(), tree, 0);
+    if (!ok) f.RaisePending();
+  }
+  if (!ok) {
+    ReleaseFrom(&out, 0);
+    return nullptr;
+  }
+  return StealIntoList(&out);
+}
+
+}  // namespace
+
+PyObject* SpecFlatten(PyObject* spec, PyObject* tree) {
+  return FlattenAgainst<true>(spec, tree, nullptr);
+}
+
+PyObject* PyTreeFlattenSpec(PyObject*, PyObject* const* args, Py_ssize_t nargs,
+                            PyObject* kwnames) {
+  static const char* const kNames[] = {"pytree", "spec", "registry"};
+  PyObject* a[3] = {nullptr, nullptr, nullptr};
+  if (!ParseArgs("tree_flatten_spec", args, nargs, kwnames, kNames, 3, 2, a)) return nullptr;
+  if (!IsTreeSpec(a[1])) {
+    PyErr_Format(PyExc_TypeError, "tree_flatten_spec: expected a TreeSpec, got %R",
+                 reinterpret_cast<PyObject*>(Py_TYPE(a[1])));
+    return nullptr;
+  }
+  if (a[2] != nullptr && a[2] != Py_None && !PyDict_Check(a[2])) {
+    PyErr_SetString(PyExc_TypeError, "tree_flatten_spec: registry must be a dict or None");
+    return nullptr;
+  }
+  return FlattenAgainst<false>(a[1], a[0], a[2]);
+}
+
+}  // namespace cpytree
