@@ -20,8 +20,16 @@ CPYTREE_FASTCALL(PyTreeUnflatten);    // tree_unflatten(leaves, treespec)
 CPYTREE_FASTCALL(PyTreeMap);          // tree_map(func, tree, *rests, is_leaf=None)
 CPYTREE_FASTCALL(PyTreeMapInplace);   // tree_map_(func, tree, *rests, is_leaf=None)
 CPYTREE_FASTCALL(PyTreeFlattenSpec);  // tree_flatten_spec(pytree, spec, registry=None)
+CPYTREE_FASTCALL(PyTreeFlattenWithPath);  // tree_flatten_with_path(tree, is_leaf=None)
+CPYTREE_FASTCALL(PyTreeLeavesWithPath);   // tree_leaves_with_path(tree, is_leaf=None)
+CPYTREE_FASTCALL(PyTreeMapWithPath);  // tree_map_with_path(func, tree, *rests, is_leaf=None)
 
 #undef CPYTREE_FASTCALL
+
+// keystr(kp), key_get(obj, kp), _set_key_types(SequenceKey, MappingKey, GetAttrKey)
+PyObject* PyKeystr(PyObject*, PyObject* kp);
+PyObject* PyKeyGet(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+PyObject* PySetKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 
 // TreeSpec.flatten(tree): the leaves of a tree whose structure must equal spec.
 PyObject* SpecFlatten(PyObject* spec, PyObject* tree);

@@ -6,13 +6,18 @@
 #include "api.h"
 #include "children.h"
 #include "intern.h"
+#include "paths.h"
 #include "registry.h"
 
 namespace cpytree {
 namespace {
 
-template <bool kWithSpec, bool kHasIsLeaf>
+// kWithPath (which implies kWithSpec) also records each leaf's key path as a
+// (KeyPath, leaf) pair in b->paths.
+template <bool kWithSpec, bool kHasIsLeaf, bool kWithPath = false>
 class Flattener {
+  static_assert(!kWithPath || kWithSpec, "paths are only recorded with the spec");
+
  public:
   Flattener(PyObject* is_leaf, SpecBuilder* b) : is_leaf_(is_leaf), b_(b), limit_(DepthLimit()) {}
 
@@ -42,6 +47,11 @@ class Flattener {
   }
 
   bool AddLeaf(PyObject* obj) {
+    if constexpr (kWithPath) {
+      PyObject* pair = MakePathPair(path_, obj);
+      if (pair == nullptr) return false;
+      b_->paths.push_back(pair);
+    }
     Py_INCREF(obj);
     b_->leaves.push_back(obj);
     if constexpr (kWithSpec) {
@@ -73,6 +83,23 @@ class Flattener {
     }
   }
 
+  // Visits a child. In path mode `make_key()` (a new reference, or null
+  // with an exception) is on the key path for the duration.
+  template <class MakeKey>
+  bool VisitChild(PyObject* child, int depth, MakeKey&& make_key) {
+    if constexpr (kWithPath) {
+      PyObject* key = make_key();
+      if (key == nullptr) return false;
+      path_.push_back(key);
+      bool ok = Visit(child, depth + 1);
+      path_.pop_back();
+      Py_DECREF(key);
+      return ok;
+    } else {
+      return Visit(child, depth + 1);
+    }
+  }
+
   // A list may be mutated by user code run below it (is_leaf, custom
   // flatten): read its size every step and hold each child while visiting.
   bool VisitList(PyObject* list, int depth) {
@@ -81,7 +108,7 @@ class Flattener {
     for (; i < PyList_GET_SIZE(list); ++i) {
       PyObject* child = PyList_GET_ITEM(list, i);
       Py_INCREF(child);
-      bool ok = Visit(child, depth + 1);
+      bool ok = VisitChild(child, depth, [i] { return MakeSequenceKey(i); });
       Py_DECREF(child);
       if (!ok) return false;
     }
@@ -92,21 +119,31 @@ class Flattener {
   // Tuples are immutable and their parent holds them: no per-child refs.
   bool VisitTuple(PyObject* tuple, NodeKind kind, int depth) {
     Mark m = Begin();
-    if (kind == NodeKind::kNamedTuple) AddItem(reinterpret_cast<PyObject*>(Py_TYPE(tuple)));
+    PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(tuple));
+    if (kind == NodeKind::kNamedTuple) AddItem(cls);
     Py_ssize_t n = PyTuple_GET_SIZE(tuple);
     for (Py_ssize_t i = 0; i < n; ++i) {
-      if (!Visit(PyTuple_GET_ITEM(tuple, i), depth + 1)) return false;
+      bool ok = VisitChild(PyTuple_GET_ITEM(tuple, i), depth, [=] {
+        return kind == NodeKind::kNamedTuple ? MakeFieldKey(cls, i) : MakeSequenceKey(i);
+      });
+      if (!ok) return false;
     }
     End(m, kind, static_cast<std::size_t>(n));
     return true;
   }
 
-  // Visits pending[base:] (owned snapshot), then drops the snapshot.
-  bool VisitPending(std::size_t base, int depth) {
+  // Visits pending[base:] (owned snapshot), then drops the snapshot. In
+  // path mode, `keys` >= 0 is the index in b_->items of the first dict key
+  // (MappingKey); -1 means sequence positions (SequenceKey).
+  bool VisitPending(std::size_t base, int depth, std::ptrdiff_t keys = -1) {
     std::size_t n = b_->pending.size() - base;
     for (std::size_t i = 0; i < n; ++i) {
-      // By index: the vector may grow (and move) inside Visit.
-      if (!Visit(b_->pending[base + i], depth + 1)) return false;
+      // By index: the vectors may grow (and move) inside Visit.
+      bool ok = VisitChild(b_->pending[base + i], depth, [&] {
+        return keys < 0 ? MakeSequenceKey(static_cast<Py_ssize_t>(i))
+                        : MakeMappingKey(b_->items[static_cast<std::size_t>(keys) + i]);
+      });
+      if (!ok) return false;
     }
     ReleaseFrom(&b_->pending, base);
     return true;
@@ -120,9 +157,10 @@ class Flattener {
       AddItem(factory.get());
     }
     std::size_t base = b_->pending.size();
+    std::ptrdiff_t first_key = static_cast<std::ptrdiff_t>(b_->items.size());
     if (!SnapshotDict(dict, kind, kWithSpec ? &b_->items : nullptr, &b_->pending)) return false;
     std::size_t arity = b_->pending.size() - base;
-    if (!VisitPending(base, depth)) return false;
+    if (!VisitPending(base, depth, first_key)) return false;
     End(m, kind, arity);
     return true;
   }
@@ -143,6 +181,11 @@ class Flattener {
   bool VisitCustom(PyObject* obj, const Registration* reg, int depth) {
     Ref children, context;
     if (!CallCustomFlatten(reg, obj, &children, &context)) return false;
+    Ref keys;  // path mode: the keys from flatten_with_keys_fn, one per child
+    if constexpr (kWithPath) {
+      keys = Ref(CallFlattenWithKeys(reg, obj, PySequence_Fast_GET_SIZE(children.get())));
+      if (!keys) return false;
+    }
     Mark m = Begin();
     AddItem(reg->type);
     AddItem(context.get());
@@ -150,7 +193,16 @@ class Flattener {
     Py_ssize_t i = 0;
     for (; i < PySequence_Fast_GET_SIZE(seq); ++i) {
       Ref child = Ref::Borrow(PySequence_Fast_ITEMS(seq)[i]);
-      if (!Visit(child.get(), depth + 1)) return false;
+      bool ok = VisitChild(child.get(), depth, [&]() -> PyObject* {
+        if (i >= PyList_GET_SIZE(keys.get())) {
+          PyErr_SetString(PyExc_ValueError, "flatten_with_keys_fn returned fewer children");
+          return nullptr;
+        }
+        PyObject* key = PyList_GET_ITEM(keys.get(), i);
+        Py_INCREF(key);
+        return key;
+      });
+      if (!ok) return false;
     }
     End(m, NodeKind::kCustom, static_cast<std::size_t>(i));
     return true;
@@ -175,15 +227,18 @@ class Flattener {
   PyObject* is_leaf_;
   SpecBuilder* b_;
   int limit_;
+  std::vector<PyObject*> path_;  // path mode: owned keys from the root to the node
 };
 
-template <bool kWithSpec>
+template <bool kWithSpec, bool kWithPath = false>
 bool Dispatch(PyObject* tree, PyObject* is_leaf, SpecBuilder* b) {
   if (is_leaf == nullptr || is_leaf == Py_None) {
-    return Flattener<kWithSpec, false>(nullptr, b).Visit(tree, 0);
+    return Flattener<kWithSpec, false, kWithPath>(nullptr, b).Visit(tree, 0);
   }
-  return Flattener<kWithSpec, true>(is_leaf, b).Visit(tree, 0);
+  return Flattener<kWithSpec, true, kWithPath>(is_leaf, b).Visit(tree, 0);
 }
+
+}  // namespace
 
 // The spec of a finished traversal (new reference).
 PyObject* FinishSpec(SpecBuilder* b) {
@@ -194,12 +249,18 @@ PyObject* FinishSpec(SpecBuilder* b) {
   return InternView(b->View());
 }
 
+namespace {
+
 const char* const kTreeArgs[] = {"tree", "is_leaf"};
 
 }  // namespace
 
 bool FlattenInto(PyObject* tree, PyObject* is_leaf, bool with_spec, SpecBuilder* b) {
   return with_spec ? Dispatch<true>(tree, is_leaf, b) : Dispatch<false>(tree, is_leaf, b);
+}
+
+bool FlattenWithPathInto(PyObject* tree, PyObject* is_leaf, SpecBuilder* b) {
+  return Dispatch<true, true>(tree, is_leaf, b);
 }
 
 PyObject* StealIntoList(std::vector<PyObject*>* v) {

@@ -11,6 +11,13 @@ namespace cpytree {
 // `is_leaf` may be null or None. False with an exception set.
 bool FlattenInto(PyObject* tree, PyObject* is_leaf, bool with_spec, SpecBuilder* b);
 
+// Like FlattenInto with the spec, also recording (KeyPath, leaf) pairs in
+// b->paths (keys from each node's flatten_with_keys_fn for custom nodes).
+bool FlattenWithPathInto(PyObject* tree, PyObject* is_leaf, SpecBuilder* b);
+
+// The interned spec of a finished traversal (new reference).
+PyObject* FinishSpec(SpecBuilder* b);
+
 // Moves the owned references of `v` into a new list (v is left empty).
 PyObject* StealIntoList(std::vector<PyObject*>* v);
 

@@ -233,9 +233,12 @@ bool ParseMapArgs(const char* fname, PyObject* const* args, Py_ssize_t nargs,
 }
 
 // Flattens `tree` into b and every rest up to its spec: leaf columns for func.
+// With `with_path`, b->paths gets each leaf's (KeyPath, leaf) pair too.
 bool FlattenAll(PyObject* tree, PyObject* is_leaf, PyObject* const* rests, Py_ssize_t num_rests,
-                SpecBuilder* b, std::vector<std::vector<PyObject*>>* columns) {
-  if (!FlattenInto(tree, is_leaf, true, b)) return false;
+                SpecBuilder* b, std::vector<std::vector<PyObject*>>* columns,
+                bool with_path = false) {
+  bool ok = with_path ? FlattenWithPathInto(tree, is_leaf, b) : FlattenInto(tree, is_leaf, true, b);
+  if (!ok) return false;
   columns->resize(static_cast<std::size_t>(num_rests));
   for (Py_ssize_t r = 0; r < num_rests; ++r) {
     if (!FlattenUpTo(b->View(), rests[r], &(*columns)[r])) return false;
@@ -247,15 +250,17 @@ void ReleaseColumns(std::vector<std::vector<PyObject*>>* columns) {
   for (auto& c : *columns) ReleaseFrom(&c, 0);
 }
 
-// Calls func(leaf, *rest_leaves) for each leaf; results (owned) into `out`
-// when it is not null.
+// Calls func(leaf, *rest_leaves) for each leaf, or func(keypath, leaf,
+// *rest_leaves) with `with_path`; results (owned) into `out` when not null.
 bool CallColumns(PyObject* func, const SpecBuilder& b,
                  const std::vector<std::vector<PyObject*>>& columns,
-                 std::vector<PyObject*>* out) {
-  std::vector<PyObject*> argv(columns.size() + 1);
+                 std::vector<PyObject*>* out, bool with_path = false) {
+  std::size_t first = with_path ? 1 : 0;
+  std::vector<PyObject*> argv(columns.size() + 1 + first);
   for (std::size_t i = 0; i < b.leaves.size(); ++i) {
-    argv[0] = b.leaves[i];
-    for (std::size_t r = 0; r < columns.size(); ++r) argv[r + 1] = columns[r][i];
+    if (with_path) argv[0] = PyTuple_GET_ITEM(b.paths[i], 0);
+    argv[first] = b.leaves[i];
+    for (std::size_t r = 0; r < columns.size(); ++r) argv[first + r + 1] = columns[r][i];
     PyObject* v = PyObject_Vectorcall(func, argv.data(), argv.size(), nullptr);
     if (v == nullptr) return false;
     if (out != nullptr) {
@@ -289,6 +294,28 @@ PyObject* PyTreeMap(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   PyObject* out = nullptr;
   if (FlattenAll(tree, is_leaf, rests, num_rests, b.get(), &columns) &&
       CallColumns(func, *b, columns, &results)) {
+    out = UnflattenView(b->View(), results.data(), static_cast<std::int64_t>(results.size()));
+  }
+  ReleaseFrom(&results, 0);
+  ReleaseColumns(&columns);
+  return out;
+}
+
+PyObject* PyTreeMapWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs,
+                            PyObject* kwnames) {
+  PyObject *func, *tree, *is_leaf;
+  PyObject* const* rests;
+  Py_ssize_t num_rests;
+  if (!ParseMapArgs("tree_map_with_path", args, nargs, kwnames, &func, &tree, &is_leaf, &rests,
+                    &num_rests)) {
+    return nullptr;
+  }
+  ScratchBuilder b;
+  std::vector<std::vector<PyObject*>> columns;
+  std::vector<PyObject*> results;
+  PyObject* out = nullptr;
+  if (FlattenAll(tree, is_leaf, rests, num_rests, b.get(), &columns, true) &&
+      CallColumns(func, *b, columns, &results, true)) {
     out = UnflattenView(b->View(), results.data(), static_cast<std::int64_t>(results.size()));
   }
   ReleaseFrom(&results, 0);

@@ -37,6 +37,21 @@ PyMethodDef kModuleMethods[] = {
      "tree_flatten_spec(pytree, spec, registry=None)\n--\n\n"
      "torch.fx._pytree.tree_flatten_spec: the leaves of pytree at spec's leaves. registry:\n"
      "torch.fx._pytree.SUPPORTED_NODES, for spec node types it knows beyond the builtins."},
+    {"tree_flatten_with_path", FASTCALL_KW(PyTreeFlattenWithPath), kFastKw,
+     "tree_flatten_with_path(tree, is_leaf=None)\n--\n\n"
+     "Flattens a pytree into (key path, leaf) pairs and a TreeSpec."},
+    {"tree_leaves_with_path", FASTCALL_KW(PyTreeLeavesWithPath), kFastKw,
+     "tree_leaves_with_path(tree, is_leaf=None)\n--\n\nThe (key path, leaf) pairs of a pytree."},
+    {"tree_map_with_path", FASTCALL_KW(PyTreeMapWithPath), kFastKw,
+     "tree_map_with_path(func, tree, *rests, is_leaf=None)\n--\n\n"
+     "Maps func(keypath, leaf, *rest_leaves) over a pytree."},
+    {"keystr", PyKeystr, METH_O,
+     "keystr(kp)\n--\n\nThe text of a key path, e.g. \"[0]['a'].x\"."},
+    {"key_get", FASTCALL_KW(PyKeyGet), METH_FASTCALL,
+     "key_get(obj, kp)\n--\n\nThe subtree of obj at key path kp."},
+    {"_set_key_types", FASTCALL_KW(PySetKeyTypes), METH_FASTCALL,
+     "_set_key_types(SequenceKey, MappingKey, GetAttrKey, /)\n--\n\n"
+     "Hands the key entry classes of cpytree._keys to the engine."},
     {"_register_node", FASTCALL_KW(PyRegisterNode), METH_FASTCALL,
      "_register_node(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn, /)\n--\n\n"
      "Mirrors one registration of the Python registry into the engine."},

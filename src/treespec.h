@@ -38,6 +38,7 @@ struct SpecBuilder {
   std::vector<PyObject*> items;
   std::vector<PyObject*> leaves;
   std::vector<PyObject*> pending;
+  std::vector<PyObject*> paths;  // (KeyPath, leaf) pairs of a flatten with paths
 
   SpecBuilder() = default;
   SpecBuilder(const SpecBuilder&) = delete;
@@ -45,7 +46,7 @@ struct SpecBuilder {
   ~SpecBuilder() { Clear(); }
 
   void Clear() {
-    for (auto* v : {&items, &leaves, &pending}) {
+    for (auto* v : {&items, &leaves, &pending, &paths}) {
       for (PyObject* o : *v) Py_DECREF(o);
       v->clear();
     }

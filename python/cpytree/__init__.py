@@ -67,14 +67,22 @@ ENGINE = "cpp" if _C is not None else "python"
 if _C is not None:
     from ._C import (  # noqa: F401
         TreeSpec,
+        key_get,
+        keystr,
         tree_flatten,
+        tree_flatten_with_path,
         tree_is_leaf,
         tree_leaves,
+        tree_leaves_with_path,
         tree_map,
         tree_map_,
+        tree_map_with_path,
         tree_structure,
         tree_unflatten,
     )
+
+    # The engine builds key entries with the very classes users see.
+    _C._set_key_types(SequenceKey, MappingKey, GetAttrKey)
 
     _BUILTIN_NODE_TYPES = frozenset(
         {tuple, list, dict, *_reference.BUILTIN_TYPES}  # handled natively by the engine
@@ -99,6 +107,9 @@ else:
     from ._reference import (  # noqa: F401
         TreeSpec,
         tree_flatten,
+        tree_flatten_with_path,
+        tree_leaves_with_path,
+        tree_map_with_path,
         tree_is_leaf,
         tree_leaves,
         tree_map,

@@ -1,0 +1,188 @@
+// Key entries and the with-path entry points: tree_flatten_with_path,
+// tree_leaves_with_path, tree_map_with_path, keystr and key_get.
+#include "paths.h"
+
+#include "api.h"
+#include "children.h"
+#include "flatten.h"
+#include "treespec.h"
+
+namespace cpytree {
+namespace {
+
+// The key classes, set once by cpytree/__init__.py through _set_key_types.
+PyObject* g_sequence_key = nullptr;
+PyObject* g_mapping_key = nullptr;
+PyObject* g_getattr_key = nullptr;
+
+// SequenceKey(i) for i < kCachedIndices, made on first use and kept.
+constexpr Py_ssize_t kCachedIndices = 256;
+PyObject* g_index_keys[kCachedIndices] = {};
+
+bool KeyTypesReady() {
+  if (g_sequence_key != nullptr) return true;
+  PyErr_SetString(PyExc_RuntimeError,
+                  "cpytree._C key types are not set (import cpytree, not cpytree._C)");
+  return false;
+}
+
+PyObject* CallKeyType(PyObject* cls, PyObject* arg) {
+  if (!KeyTypesReady()) return nullptr;
+  return PyObject_CallOneArg(cls, arg);
+}
+
+}  // namespace
+
+PyObject* MakeSequenceKey(Py_ssize_t i) {
+  if (i < kCachedIndices && g_index_keys[i] != nullptr) {
+    Py_INCREF(g_index_keys[i]);
+    return g_index_keys[i];
+  }
+  Ref index(PyLong_FromSsize_t(i));
+  if (!index) return nullptr;
+  PyObject* key = CallKeyType(g_sequence_key, index.get());
+  if (key != nullptr && i < kCachedIndices) {
+    Py_INCREF(key);
+    g_index_keys[i] = key;
+  }
+  return key;
+}
+
+PyObject* MakeMappingKey(PyObject* key) { return CallKeyType(g_mapping_key, key); }
+
+PyObject* MakeFieldKey(PyObject* cls, Py_ssize_t i) {
+  Ref fields(PyObject_GetAttr(cls, g_builtins.str_fields));
+  if (!fields) return nullptr;
+  Ref name(PySequence_GetItem(fields.get(), i));
+  if (!name) return nullptr;
+  return CallKeyType(g_getattr_key, name.get());
+}
+
+PyObject* MakePathPair(const std::vector<PyObject*>& path, PyObject* leaf) {
+  Ref kp(PyTuple_New(static_cast<Py_ssize_t>(path.size())));
+  if (!kp) return nullptr;
+  for (std::size_t k = 0; k < path.size(); ++k) {
+    Py_INCREF(path[k]);
+    PyTuple_SET_ITEM(kp.get(), k, path[k]);
+  }
+  return PyTuple_Pack(2, kp.get(), leaf);
+}
+
+PyObject* CallFlattenWithKeys(const Registration* reg, PyObject* obj, Py_ssize_t n) {
+  if (reg->flatten_with_keys_fn == nullptr) {
+    PyErr_Format(PyExc_ValueError,
+                 "Did not find a flatten_with_keys_fn for type: %R. Please pass a "
+                 "flatten_with_keys_fn argument to register_pytree_node.",
+                 reg->type);
+    return nullptr;
+  }
+  Registration with_keys = *reg;
+  with_keys.flatten_fn = reg->flatten_with_keys_fn;
+  Ref key_children, context;
+  if (!CallCustomFlatten(&with_keys, obj, &key_children, &context)) return nullptr;
+  Py_ssize_t m = PySequence_Fast_GET_SIZE(key_children.get());
+  if (m != n) {
+    PyErr_Format(PyExc_ValueError,
+                 "flatten_with_keys_fn of %R gave %zd children but its flatten_fn gave %zd",
+                 reg->type, m, n);
+    return nullptr;
+  }
+  Ref keys(PyList_New(m));
+  if (!keys) return nullptr;
+  for (Py_ssize_t k = 0; k < m; ++k) {
+    // Each entry unpacks as `k, c` in torch.
+    Ref pair(PySequence_Tuple(PySequence_Fast_ITEMS(key_children.get())[k]));
+    if (!pair) return nullptr;
+    if (PyTuple_GET_SIZE(pair.get()) != 2) {
+      PyErr_Format(PyExc_ValueError,
+                   "flatten_with_keys_fn of %R must return (key, child) pairs, got %R",
+                   reg->type, pair.get());
+      return nullptr;
+    }
+    PyObject* key = PyTuple_GET_ITEM(pair.get(), 0);
+    Py_INCREF(key);
+    PyList_SET_ITEM(keys.get(), k, key);
+  }
+  return keys.release();
+}
+
+PyObject* PySetKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "_set_key_types(SequenceKey, MappingKey, GetAttrKey)");
+    return nullptr;
+  }
+  PyObject** slots[] = {&g_sequence_key, &g_mapping_key, &g_getattr_key};
+  for (int k = 0; k < 3; ++k) {
+    Py_INCREF(args[k]);
+    Py_XSETREF(*slots[k], args[k]);
+  }
+  for (PyObject*& cached : g_index_keys) Py_CLEAR(cached);
+  Py_RETURN_NONE;
+}
+
+namespace {
+const char* const kTreeArgs[] = {"tree", "is_leaf"};
+}  // namespace
+
+PyObject* PyTreeFlattenWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs,
+                                PyObject* kwnames) {
+  PyObject* a[2] = {nullptr, nullptr};
+  if (!ParseArgs("tree_flatten_with_path", args, nargs, kwnames, kTreeArgs, 2, 1, a)) {
+    return nullptr;
+  }
+  if (!KeyTypesReady()) return nullptr;
+  ScratchBuilder b;
+  if (!FlattenWithPathInto(a[0], a[1], b.get())) return nullptr;
+  Ref spec(FinishSpec(b.get()));
+  if (!spec) return nullptr;
+  Ref pairs(StealIntoList(&b->paths));
+  if (!pairs) return nullptr;
+  return PyTuple_Pack(2, pairs.get(), spec.get());
+}
+
+PyObject* PyTreeLeavesWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs,
+                               PyObject* kwnames) {
+  PyObject* a[2] = {nullptr, nullptr};
+  if (!ParseArgs("tree_leaves_with_path", args, nargs, kwnames, kTreeArgs, 2, 1, a)) {
+    return nullptr;
+  }
+  if (!KeyTypesReady()) return nullptr;
+  ScratchBuilder b;
+  if (!FlattenWithPathInto(a[0], a[1], b.get())) return nullptr;
+  return StealIntoList(&b->paths);
+}
+
+PyObject* PyKeystr(PyObject*, PyObject* kp) {
+  Ref seq(PySequence_Fast(kp, "keystr: expected a key path (tuple of key entries)"));
+  if (!seq) return nullptr;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+  Ref parts(PyTuple_New(n));
+  if (!parts) return nullptr;
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    PyObject* s = PyObject_Str(PySequence_Fast_ITEMS(seq.get())[k]);
+    if (s == nullptr) return nullptr;
+    PyTuple_SET_ITEM(parts.get(), k, s);
+  }
+  Ref empty(PyUnicode_FromString(""));
+  return empty ? PyUnicode_Join(empty.get(), parts.get()) : nullptr;
+}
+
+PyObject* PyKeyGet(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "key_get(obj, kp)");
+    return nullptr;
+  }
+  Ref seq(PySequence_Fast(args[1], "key_get: expected a key path (tuple of key entries)"));
+  if (!seq) return nullptr;
+  Ref obj = Ref::Borrow(args[0]);
+  Ref get(PyUnicode_InternFromString("get"));
+  if (!get) return nullptr;
+  for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq.get()); ++k) {
+    PyObject* call_args[2] = {PySequence_Fast_ITEMS(seq.get())[k], obj.get()};
+    obj = Ref(PyObject_VectorcallMethod(get.get(), call_args, 2, nullptr));  // key.get(obj)
+    if (!obj) return nullptr;
+  }
+  return obj.release();
+}
+
+}  // namespace cpytree

@@ -1,0 +1,28 @@
+// Key paths: the key entries (SequenceKey, MappingKey, GetAttrKey: the
+// Python classes of cpytree._keys, handed over at import) and the
+// with-path operations built on the flatten traversal.
+#ifndef CPYTREE_SRC_PATHS_H_
+#define CPYTREE_SRC_PATHS_H_
+
+#include <vector>
+
+#include "common.h"
+#include "registry.h"
+
+namespace cpytree {
+
+// SequenceKey(i) (new reference); small indices are cached (keys are immutable).
+PyObject* MakeSequenceKey(Py_ssize_t i);
+// MappingKey(key) (new reference).
+PyObject* MakeMappingKey(PyObject* key);
+// GetAttrKey(cls._fields[i]) for a namedtuple class (new reference).
+PyObject* MakeFieldKey(PyObject* cls, Py_ssize_t i);
+// ((*path), leaf) (new reference).
+PyObject* MakePathPair(const std::vector<PyObject*>& path, PyObject* leaf);
+// The keys of reg->flatten_with_keys_fn(obj) as a new list; ValueError (torch's
+// text) when the type has no such function or it gives other than `n` children.
+PyObject* CallFlattenWithKeys(const Registration* reg, PyObject* obj, Py_ssize_t n);
+
+}  // namespace cpytree
+
+#endif  // CPYTREE_SRC_PATHS_H_
