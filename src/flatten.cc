@@ -54,10 +54,21 @@ class Flattener {
     }
     Py_INCREF(obj);
     b_->leaves.push_back(obj);
-    if constexpr (kWithSpec) {
-      b_->nodes.push_back(internal::MakeNode(NodeKind::kLeaf, 0, ItemCount(), 1, 1));
-    }
+    if constexpr (kWithSpec) PushNode(NodeKind::kLeaf, 0, ItemCount(), 1, 1);
     return true;
+  }
+
+  // Writes the node's fields in place: building a Node on the stack and
+  // copying it stalls on store-to-load forwarding (measured: most of the
+  // time of a flat-list flatten).
+  void PushNode(NodeKind kind, std::size_t arity, std::uint32_t ctx, std::int64_t leaves,
+                std::int64_t nodes) {
+    Node& n = b_->nodes.emplace_back();  // value-initialised: padding is zero
+    n.kind = kind;
+    n.arity = static_cast<std::uint32_t>(arity);
+    n.ctx = ctx;
+    n.num_leaves = leaves;
+    n.num_nodes = nodes;
   }
 
   std::uint32_t ItemCount() const { return static_cast<std::uint32_t>(b_->items.size()); }
@@ -70,10 +81,8 @@ class Flattener {
   Mark Begin() const { return Mark{b_->leaves.size(), b_->nodes.size(), ItemCount()}; }
   void End(const Mark& m, NodeKind kind, std::size_t arity) {
     if constexpr (kWithSpec) {
-      b_->nodes.push_back(internal::MakeNode(
-          kind, static_cast<std::uint32_t>(arity), m.ctx,
-          static_cast<std::int64_t>(b_->leaves.size() - m.leaves),
-          static_cast<std::int64_t>(b_->nodes.size() - m.nodes + 1)));
+      PushNode(kind, arity, m.ctx, static_cast<std::int64_t>(b_->leaves.size() - m.leaves),
+               static_cast<std::int64_t>(b_->nodes.size() - m.nodes + 1));
     }
   }
   void AddItem(PyObject* borrowed) {

@@ -36,6 +36,7 @@ PyObject* ImportAttr(const char* module, const char* name) {
 // Publishes `next` and retires the previous map.
 void Publish(std::unique_ptr<RegistryMap> next) {
   const RegistryMap* old = g_map.exchange(next.release(), std::memory_order_acq_rel);
+  g_leaf_type_cache.store(nullptr, std::memory_order_relaxed);
   if (old != nullptr) g_retired_maps->emplace_back(old);
 }
 
@@ -102,6 +103,8 @@ bool InitRegistry() {
   Publish(std::move(map));
   return true;
 }
+
+std::atomic<PyTypeObject*> g_leaf_type_cache{nullptr};
 
 const Registration* LookupRegistration(PyTypeObject* type) {
   const RegistryMap* map = g_map.load(std::memory_order_acquire);

@@ -64,6 +64,20 @@ inline bool IsPlainScalarLeaf(PyTypeObject* t) {
 // The registration of exactly `type`, or null. Lock-free.
 const Registration* LookupRegistration(PyTypeObject* type);
 
+// A one-entry cache of the last non-tuple type found to be a leaf (trees
+// repeat one leaf type: tensors), so most leaves skip the hash lookup. Every
+// registration clears it. A type freed and its address reused by another
+// non-tuple type is still correctly a leaf unless registered, which clears
+// the cache. Relaxed atomics: a stale read races only with a concurrent
+// registration of that very type, which is racy in any case.
+extern std::atomic<PyTypeObject*> g_leaf_type_cache;
+inline bool IsCachedLeafType(PyTypeObject* type) {
+  return type == g_leaf_type_cache.load(std::memory_order_relaxed);
+}
+inline void CacheLeafType(PyTypeObject* type) {
+  g_leaf_type_cache.store(type, std::memory_order_relaxed);
+}
+
 // Whether `type` is a namedtuple class as torch defines it (a tuple subclass
 // with `_fields` of str, callable `_make` and `_asdict`). -1 with an exception.
 int IsNamedTupleClass(PyTypeObject* type);
@@ -80,9 +94,14 @@ inline NodeKind Classify(PyObject* obj, const Registration** reg, bool* error) {
       if (nt < 0) *error = true;
       return NodeKind::kNamedTuple;
     }
+  } else if (IsCachedLeafType(type)) {
+    return NodeKind::kLeaf;
   }
   const Registration* r = LookupRegistration(type);
-  if (r == nullptr) return NodeKind::kLeaf;
+  if (r == nullptr) {
+    if (!PyTuple_Check(obj)) CacheLeafType(type);
+    return NodeKind::kLeaf;
+  }
   *reg = r;
   return r->kind;
 }
