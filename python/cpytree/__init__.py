@@ -12,27 +12,93 @@ The hot functions (``tree_flatten``, ``tree_leaves``, ``tree_structure``,
 functions of the extension ``cpytree._C`` bound here directly. When the
 extension cannot be imported, the pure-Python reference implementation
 (``cpytree._reference``, same semantics) is used instead, with a warning.
+
+Every name of torch's module is here (``__all__`` and the module-level names
+libraries import). The registry, key entries and serialization are shared
+with the reference; ``treespec_loads``, ``treespec_tuple``/``treespec_dict``
+and ``LeafSpec()`` give this module's TreeSpec (the C++ one when active).
 """
 
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
-from . import _reference
+from . import _reference, _serialization
 from ._reference import (  # noqa: F401  (re-exported: the registry and helpers are shared)
+    _NODE_REGISTRY_LOCK,
+    BUILTIN_TYPES,
     CONSTANT_NODES,
+    DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL,
     NO_SERIALIZED_TYPE_NAME_FOUND,
     SERIALIZED_TYPE_TO_PYTHON_TYPE,
+    STANDARD_DICT_TYPES,
     SUPPORTED_NODES,
     SUPPORTED_SERIALIZED_TYPES,
     ConstantNode,
+    Context,
+    DumpableContext,
+    EnumEncoder,
+    FlattenFn,
+    FlattenFunc,
+    FlattenWithKeysFn,
+    FlattenWithKeysFunc,
+    FromDumpableContextFn,
     GetAttrKey,
+    KeyEntry,
+    KeyPath,
     MappingKey,
+    MaybeFromStrFunc,
     NodeDef,
+    Py_TPFLAGS_BASETYPE,
+    PyTree,
     SequenceKey,
+    ToDumpableContextFn,
+    ToStrFunc,
+    TypeAny,
+    UnflattenFn,
+    UnflattenFunc,
+    _defaultdict_deserialize,
+    _defaultdict_flatten,
+    _defaultdict_flatten_with_keys,
+    _defaultdict_serialize,
+    _defaultdict_unflatten,
+    _deque_flatten,
+    _deque_flatten_with_keys,
+    _deque_unflatten,
     _deregister_pytree_node,
+    _dict_flatten,
+    _dict_flatten_with_keys,
+    _dict_unflatten,
+    _generate_key_paths,
+    _get_node_type,
+    _is_constant_holder,
+    _is_namedtuple_instance,
+    _list_flatten,
+    _list_flatten_with_keys,
+    _list_unflatten,
+    _namedtuple_deserialize,
+    _namedtuple_flatten,
+    _namedtuple_flatten_with_keys,
+    _namedtuple_serialize,
+    _namedtuple_unflatten,
+    _odict_flatten,
+    _odict_unflatten,
+    _ordereddict_flatten,
+    _ordereddict_flatten_with_keys,
+    _ordereddict_unflatten,
     _private_register_pytree_node,
+    _register_namedtuple,
+    _register_pytree_node,
+    _retrieve_constant,
+    _asterisk,
+    _SerializeNodeDef,
+    _treespec_to_json,
+    _TreeSpecSchema,
+    _tuple_flatten,
+    _tuple_flatten_with_keys,
+    _tuple_unflatten,
+    enum_object_hook,
     is_constant_class,
     is_namedtuple,
     is_namedtuple_class,
@@ -40,13 +106,21 @@ from ._reference import (  # noqa: F401  (re-exported: the registry and helpers 
     is_structseq,
     is_structseq_class,
     is_structseq_instance,
-    keystr,
     key_get,
+    keystr,
     map_only,
+    pytree_to_str,
     register_constant,
     register_dataclass,
     register_pytree_node,
+    structseq,
+    treespec_dumps,
+    treespec_pprint,
 )
+
+# As torch's `__all__` (`from cpytree import *` gives what torch's module gives),
+# plus the key entry classes.
+__all__ = list(_reference.__all__)
 
 __version__ = "0.1.0"
 
@@ -103,6 +177,34 @@ if _C is not None:
         _mirror_registration(_cls, _node_def)
     _reference._REGISTRATION_HOOKS.append(_mirror_registration)
     _LEAF_SPEC = _C._LEAF_SPEC
+
+    class _LeafSpecMeta(type):
+        """Makes `isinstance(spec, LeafSpec)` mean "a TreeSpec that is a leaf"."""
+
+        def __instancecheck__(cls, instance: Any) -> bool:
+            return isinstance(instance, TreeSpec) and instance.is_leaf()
+
+    class LeafSpec(metaclass=_LeafSpecMeta):
+        """Deprecated, as in torch: `LeafSpec()` is the leaf spec (FutureWarning).
+
+        The engine has one spec class, so this is no subclass of TreeSpec:
+        `LeafSpec()` returns the interned leaf spec `treespec_leaf()`, and
+        `isinstance(spec, LeafSpec)` is `isinstance(spec, TreeSpec) and spec.is_leaf()`.
+        """
+
+        __slots__ = ()
+
+        def __new__(cls) -> TreeSpec:  # type: ignore[misc]
+            warnings.warn(
+                "`isinstance(treespec, LeafSpec)` is deprecated, "
+                "use `isinstance(treespec, TreeSpec) and treespec.is_leaf()` instead.",
+                FutureWarning,
+                stacklevel=2,
+            )
+            return _LEAF_SPEC
+
+        def __init_subclass__(cls, **kwargs: Any) -> None:
+            raise TypeError("cpytree.LeafSpec cannot be subclassed")
 else:
     from ._reference import (  # noqa: F401
         TreeSpec,
@@ -118,9 +220,14 @@ else:
         tree_unflatten,
     )
 
+    from ._reference import LeafSpec  # noqa: F401
+
     _LEAF_SPEC = _reference.treespec_leaf()
 
-PyTree = Any
+PyTreeSpec = TreeSpec
+
+# Built with this module's TreeSpec: C++ specs when the engine is active.
+treespec_loads, str_to_pytree = _serialization.bind_loads(TreeSpec, _LEAF_SPEC, __name__)
 
 
 def treespec_leaf() -> TreeSpec:
@@ -193,3 +300,63 @@ def tree_map_only_(
 ) -> PyTree:
     """``tree_map_`` applying ``func`` only to leaves selected by type or predicate."""
     return tree_map_(map_only(type_or_types_or_pred)(func), tree, is_leaf=is_leaf)
+
+
+def treespec_tuple(iterable: Iterable[TreeSpec] = (), /) -> TreeSpec:
+    """The spec of a tuple whose items have the given specs."""
+    children = list(iterable)
+    if any(not isinstance(child, TreeSpec) for child in children):
+        raise ValueError(f"Expected a tuple of TreeSpec values, got: {children!r}.")
+    return TreeSpec(tuple, None, children)
+
+
+def treespec_dict(
+    mapping: Mapping[Any, TreeSpec] | Iterable[tuple[Any, TreeSpec]] = (),
+    /,
+    **kwargs: TreeSpec,
+) -> TreeSpec:
+    """The spec of a dict whose values have the given specs."""
+    dct = dict(mapping, **kwargs)
+    if any(not isinstance(child, TreeSpec) for child in dct.values()):
+        raise ValueError(f"Expected a dictionary of TreeSpec values, got: {dct!r}.")
+    return TreeSpec(dict, list(dct.keys()), list(dct.values()))
+
+
+def _is_pytreespec_instance(obj: Any) -> bool:
+    return isinstance(obj, TreeSpec)
+
+
+def _is_leaf(tree: PyTree, is_leaf: Callable[[PyTree], bool] | None = None) -> bool:
+    """Deprecated (FutureWarning): `tree_is_leaf`, as torch keeps it."""
+    warnings.warn(
+        "cpytree._is_leaf is private and will be removed in a future release. "
+        "Please use cpytree.tree_is_leaf instead.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return tree_is_leaf(tree, is_leaf=is_leaf)
+
+
+def arg_tree_leaves(*args: PyTree, **kwargs: PyTree) -> list[Any]:
+    """The leaves of `args` then of the values of `kwargs`: `tree_leaves((args, kwargs))`."""
+    return tree_leaves([*args, *kwargs.values()])
+
+
+def _broadcast_to_and_flatten(
+    tree: PyTree,
+    treespec: TreeSpec,
+    is_leaf: Callable[[PyTree], bool] | None = None,
+) -> list[Any] | None:
+    """The leaves of prefix `tree` broadcast to `treespec`, or None if it is no prefix."""
+    full_tree = tree_unflatten([0] * treespec.num_leaves, treespec)
+    result: list[Any] = []
+
+    def add_leaves(x: Any, subtree: PyTree) -> None:
+        result.extend([x] * tree_structure(subtree, is_leaf=is_leaf).num_leaves)
+
+    try:
+        tree_map_(add_leaves, tree, full_tree, is_leaf=is_leaf)
+    except ValueError:
+        return None
+    return result
+

@@ -1,0 +1,326 @@
+"""The pytree node registry of record, and the functions that change it.
+
+`SUPPORTED_NODES` here is the one registry of the process: the pure-Python
+reference reads it directly, and the C++ engine mirrors it through
+`_REGISTRATION_HOOKS` (see docs/architecture.md, "Registration flow"). The
+registration functions behave exactly as torch 2.13's namesakes in
+`torch.utils._pytree`; the builtin node types are registered by `_nodes`.
+
+Example:
+    >>> class Pair:
+    ...     def __init__(self, a, b): self.a, self.b = a, b
+    >>> register_pytree_node(
+    ...     Pair,
+    ...     lambda p: ([p.a, p.b], None),
+    ...     lambda values, _: Pair(*values),
+    ...     serialized_type_name="mymodule.Pair",
+    ... )
+    >>> Pair in SUPPORTED_NODES
+    True
+"""
+
+import dataclasses
+import threading
+import types
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from ._keys import GetAttrKey, KeyEntry
+
+T = TypeVar("T")
+
+PyTree = Any
+Context = Any
+DumpableContext = Any  # anything json.dumps accepts
+FlattenFn = Callable[[PyTree], tuple[list[Any], Context]]
+UnflattenFn = Callable[[Iterable[Any], Context], PyTree]
+FlattenWithKeysFn = Callable[[PyTree], tuple[list[tuple[KeyEntry, Any]], Any]]
+ToDumpableContextFn = Callable[[Context], DumpableContext]
+FromDumpableContextFn = Callable[[DumpableContext], Context]
+IsLeafFn = Callable[[PyTree], bool]
+FlattenFunc = FlattenFn  # deprecated aliases, kept as torch keeps them
+UnflattenFunc = UnflattenFn
+FlattenWithKeysFunc = FlattenWithKeysFn
+TypeAny = type[Any] | tuple[type[Any], ...] | types.UnionType
+
+ToStrFunc = Callable[[Any, list[str]], str]  # deprecated, as in torch
+MaybeFromStrFunc = Callable[[str], tuple[Any, Context, str] | None]  # deprecated, as in torch
+
+NO_SERIALIZED_TYPE_NAME_FOUND = "NO_SERIALIZED_TYPE_NAME_FOUND"
+
+
+# --------------------------------------------------------------------------
+# Registry
+# --------------------------------------------------------------------------
+
+
+class NodeDef(NamedTuple):
+    """How to take a node type apart and put it back together."""
+
+    type: type[Any]
+    flatten_fn: FlattenFn
+    unflatten_fn: UnflattenFn
+    flatten_with_keys_fn: FlattenWithKeysFn | None
+
+
+class _SerializeNodeDef(NamedTuple):
+    """How a node type's spec is written to and read from JSON."""
+
+    typ: type[Any]
+    serialized_type_name: str
+    to_dumpable_context: ToDumpableContextFn | None
+    from_dumpable_context: FromDumpableContextFn | None
+
+
+# Shared mutable state. Every write to the four tables below, and every call
+# of a registration hook, happens while holding _NODE_REGISTRY_LOCK (an RLock,
+# so a hook may itself register). Readers (the traversals) take no lock: a
+# single dict lookup is atomic under the GIL. Hooks run under the lock so a
+# mirror of the registry sees the changes in the order they were made.
+_NODE_REGISTRY_LOCK = threading.RLock()
+SUPPORTED_NODES: dict[type[Any], NodeDef] = {}
+SUPPORTED_SERIALIZED_TYPES: dict[type[Any], _SerializeNodeDef] = {}
+SERIALIZED_TYPE_TO_PYTHON_TYPE: dict[str, type[Any]] = {}
+CONSTANT_NODES: set[type] = set()
+
+# Called as hook(cls, node_def) after each change of SUPPORTED_NODES[cls];
+# node_def is None when cls was deregistered. Appended to by cpytree/__init__.
+_REGISTRATION_HOOKS: list[Callable[[type, NodeDef | None], None]] = []
+
+
+def _notify_hooks(cls: type[Any], node_def: NodeDef | None) -> None:
+    """Tell every registration hook that `cls` now maps to `node_def`."""
+    for hook in _REGISTRATION_HOOKS.copy():  # a hook may add or remove hooks
+        hook(cls, node_def)
+
+
+def _store_node(
+    cls: type[Any],
+    flatten_fn: FlattenFn,
+    unflatten_fn: UnflattenFn,
+    flatten_with_keys_fn: FlattenWithKeysFn | None,
+    serialized_type_name: str | None = None,
+    to_dumpable_context: ToDumpableContextFn | None = None,
+    from_dumpable_context: FromDumpableContextFn | None = None,
+    *,
+    constant: bool = False,
+) -> None:
+    """Register `cls` (overwriting with a UserWarning), then notify the hooks.
+
+    As in torch the node is stored before the dumpable-context pair is
+    checked, so a failed check leaves `cls` registered (and the hooks told).
+    """
+    with _NODE_REGISTRY_LOCK:
+        if cls in SUPPORTED_NODES:
+            warnings.warn(
+                f"{cls} is already registered as pytree node. "
+                "Overwriting the previous registration.",
+                stacklevel=3,
+            )
+        node_def = NodeDef(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn)
+        SUPPORTED_NODES[cls] = node_def
+        try:
+            if (to_dumpable_context is None) ^ (from_dumpable_context is None):
+                raise ValueError(
+                    f"Both to_dumpable_context and from_dumpable_context for {cls} must "
+                    "be None or registered."
+                )
+            name = NO_SERIALIZED_TYPE_NAME_FOUND
+            if serialized_type_name is not None:
+                name = serialized_type_name
+            SUPPORTED_SERIALIZED_TYPES[cls] = _SerializeNodeDef(
+                cls, name, to_dumpable_context, from_dumpable_context
+            )
+            SERIALIZED_TYPE_TO_PYTHON_TYPE[name] = cls
+            if constant:
+                CONSTANT_NODES.add(cls)
+        finally:
+            _notify_hooks(cls, node_def)
+
+
+def register_pytree_node(
+    cls: type[Any],
+    flatten_fn: FlattenFn,
+    unflatten_fn: UnflattenFn,
+    *,
+    serialized_type_name: str | None = None,
+    to_dumpable_context: ToDumpableContextFn | None = None,
+    from_dumpable_context: FromDumpableContextFn | None = None,
+    flatten_with_keys_fn: FlattenWithKeysFn | None = None,
+) -> None:
+    """Register `cls` as a pytree node type; ValueError if it already is one."""
+    with _NODE_REGISTRY_LOCK:
+        if cls in SUPPORTED_NODES:
+            raise ValueError(f"{cls} is already registered as pytree node.")
+        _store_node(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn,
+                    serialized_type_name, to_dumpable_context, from_dumpable_context)  # fmt: skip
+
+
+def _private_register_pytree_node(
+    cls: type[Any],
+    flatten_fn: FlattenFn,
+    unflatten_fn: UnflattenFn,
+    *,
+    serialized_type_name: str | None = None,
+    to_dumpable_context: ToDumpableContextFn | None = None,
+    from_dumpable_context: FromDumpableContextFn | None = None,
+    flatten_with_keys_fn: FlattenWithKeysFn | None = None,
+) -> None:
+    """Register `cls`, overwriting (with a UserWarning) any previous registration."""
+    _store_node(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn,
+                serialized_type_name, to_dumpable_context, from_dumpable_context)  # fmt: skip
+
+
+def _register_pytree_node(
+    cls: type[Any],
+    flatten_fn: FlattenFn,
+    unflatten_fn: UnflattenFn,
+    to_str_fn: ToStrFunc | None = None,  # deprecated
+    maybe_from_str_fn: MaybeFromStrFunc | None = None,  # deprecated
+    *,
+    serialized_type_name: str | None = None,
+    to_dumpable_context: ToDumpableContextFn | None = None,
+    from_dumpable_context: FromDumpableContextFn | None = None,
+    flatten_with_keys_fn: FlattenWithKeysFn | None = None,
+) -> None:
+    """Deprecated (FutureWarning): `_private_register_pytree_node`, as torch keeps it."""
+    warnings.warn(
+        "`cpytree._register_pytree_node` is deprecated. "
+        "Please use `cpytree.register_pytree_node` instead.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    if to_str_fn is not None or maybe_from_str_fn is not None:
+        warnings.warn(
+            "`to_str_fn` and `maybe_from_str_fn` is deprecated. "
+            "Please use `to_dumpable_context` and `from_dumpable_context` instead.",
+            FutureWarning,
+            stacklevel=2,
+        )
+    _store_node(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn,
+                serialized_type_name, to_dumpable_context, from_dumpable_context)  # fmt: skip
+
+
+def _deregister_pytree_node(cls: type[Any]) -> None:
+    """Remove `cls` from the registry, then notify the hooks with None.
+
+    Follows torch step by step, including its KeyError when a type registered
+    later under the same serialized name (e.g. two types registered without
+    one) already removed that name: `cls` has left SUPPORTED_NODES by then.
+    """
+    with _NODE_REGISTRY_LOCK:
+        del SUPPORTED_NODES[cls]
+        try:
+            name = SUPPORTED_SERIALIZED_TYPES[cls].serialized_type_name
+            del SERIALIZED_TYPE_TO_PYTHON_TYPE[name]
+            del SUPPORTED_SERIALIZED_TYPES[cls]
+            CONSTANT_NODES.discard(cls)
+        finally:
+            _notify_hooks(cls, None)
+
+
+def _dataclass_field_names(
+    cls: type[Any], field_names: list[str] | None, drop_field_names: list[str]
+) -> list[str]:
+    """Check and return the fields that `register_dataclass` flattens."""
+    if not dataclasses.is_dataclass(cls):
+        if field_names is None:
+            raise ValueError(
+                "field_names must be specified with a list of all fields used to "
+                f"initialize {cls}, as it is not a dataclass."
+            )
+        return field_names
+    if field_names is None:
+        return [f.name for f in dataclasses.fields(cls) if f.init]
+    init_fields = {f.name for f in dataclasses.fields(cls) if f.init}
+    init_fields.difference_update(drop_field_names)
+    if init_fields == set(field_names):
+        return field_names
+    message = "field_names does not include all dataclass fields.\n"
+    if missing := init_fields - set(field_names):
+        message += (
+            f"Missing fields in `field_names`: {missing}. If you want "
+            "to include these fields in the pytree, please add them "
+            "to `field_names`, otherwise please add them to "
+            "`drop_field_names`.\n"
+        )
+    if unexpected := set(field_names) - init_fields:
+        message += (
+            f"Unexpected fields in `field_names`: {unexpected}. "
+            "Please remove these fields, or add them to `drop_field_names`.\n"
+        )
+    raise ValueError(message)
+
+
+def register_dataclass(
+    cls: type[Any],
+    *,
+    field_names: list[str] | None = None,
+    drop_field_names: list[str] | None = None,
+    serialized_type_name: str | None = None,
+) -> None:
+    """Register a type built as `cls(**fields)`; None-valued fields go to the context."""
+    names = _dataclass_field_names(cls, field_names, drop_field_names or [])
+
+    def flatten(obj: Any) -> tuple[list[Any], Context]:
+        values: list[Any] = []
+        flat_names: list[str] = []
+        none_names: list[str] = []
+        for name in names:
+            value = getattr(obj, name)
+            if value is None:
+                none_names.append(name)
+            else:
+                values.append(value)
+                flat_names.append(name)
+        return values, [flat_names, none_names]
+
+    def unflatten(values: Iterable[Any], context: Context) -> Any:
+        flat_names, none_names = context
+        return cls(**dict(zip(flat_names, values, strict=True)), **dict.fromkeys(none_names))
+
+    def flatten_with_keys(obj: Any) -> tuple[list[tuple[KeyEntry, Any]], Context]:
+        values, (flat_names, _) = flatten(obj)
+        keyed: list[tuple[KeyEntry, Any]] = [
+            (GetAttrKey(name), value) for name, value in zip(flat_names, values, strict=True)
+        ]
+        return keyed, flat_names
+
+    _store_node(cls, flatten, unflatten, flatten_with_keys, serialized_type_name)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConstantNode(Generic[T]):
+    """The context of a constant node: the constant itself."""
+
+    value: T
+
+
+def register_constant(cls: type[Any]) -> None:
+    """Register `cls` as a node without children, its value kept in the context."""
+    if cls.__eq__ is object.__eq__:  # type: ignore[comparison-overlap]
+        raise TypeError(
+            "register_constant(cls) expects `cls` to have a non-default `__eq__` implementation."
+        )
+    if cls.__hash__ is None:
+        raise TypeError(
+            "register_constant(cls) expects `cls` to have a non-default `__hash__` implementation."
+        )
+
+    def flatten(value: Any) -> tuple[list[Any], Context]:
+        return [], ConstantNode(value)
+
+    def unflatten(_: Iterable[Any], context: Context) -> Any:
+        return context.value
+
+    def flatten_with_keys(value: Any) -> tuple[list[tuple[KeyEntry, Any]], Context]:
+        return [], ConstantNode(value)
+
+    _store_node(cls, flatten, unflatten, flatten_with_keys, constant=True)
+
+
+def is_constant_class(cls: type[Any]) -> bool:
+    """Whether `cls` was registered with `register_constant`."""
+    return isinstance(cls, type) and cls in CONSTANT_NODES
+
