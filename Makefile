@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 JOBS   ?= 2
 CPPBUILD := build/cpp
 
-.PHONY: all setup build floor test test-cpp test-python harness bench clean
+.PHONY: all setup build floor test test-cpp test-python harness bench bench-cpp clean
 
 all: build
 
@@ -24,11 +24,21 @@ floor:
 	  && (cd $(FLOOR_DIR) && PATH=$(abspath $(VENV))/bin:$$PATH sh build.sh >/dev/null); \
 	else echo "floor: $(FLOOR_SRC) not found; the harness reports the floor as missing"; fi
 
+# googletest suites, examples/cpp, the cross-language round trips (C++ <-> torch)
+# and a find_package(cpytree) consumer built against an installed copy.
 test-cpp: setup
 	@$(VENV)/bin/cmake -S . -B $(CPPBUILD) -G Ninja -DCPYTREE_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV))/bin/ninja >/dev/null
-	@$(VENV)/bin/cmake --build $(CPPBUILD) -j $(JOBS)
-	@$(VENV)/bin/ctest --test-dir $(CPPBUILD) --output-on-failure -j $(JOBS)
+	@flock build.lock $(VENV)/bin/cmake --build $(CPPBUILD) -j $(JOBS)
+	@flock build.lock $(VENV)/bin/ctest --test-dir $(CPPBUILD) --output-on-failure -j $(JOBS)
+
+# C++ micro-benchmark of the header library (Release build of benchmarks/cpp).
+CPPBENCH := build/cpp-bench
+bench-cpp: setup
+	@$(VENV)/bin/cmake -S . -B $(CPPBENCH) -G Ninja -DCPYTREE_BUILD_BENCHMARKS=ON -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV))/bin/ninja >/dev/null
+	@flock build.lock $(VENV)/bin/cmake --build $(CPPBENCH) -j $(JOBS) --target cpytree_bench
+	@$(CPPBENCH)/benchmarks/cpp/cpytree_bench $(BENCH_CPP_ARGS)
 
 test-python: build
 	@$(PY) -m pytest -q tests/python

@@ -1,0 +1,529 @@
+// Flatten, unflatten and map over C++ values: dynamic `Tree<T>`s, std
+// containers and user types with a `NodeTraits` specialization (traits.h).
+//
+//   Flatten(x)                -> {leaves, spec}; leaves have x's one leaf type
+//   FlattenAs<L>(x)           -> {leaves, spec}; each leaf converted to L
+//   Leaves(x) / Structure(x)  -> just the leaves / just the spec
+//   Unflatten(spec, leaves)   -> Tree<T> rebuilt from a spec and T leaves
+//   UnflattenAs<X>(spec, leaves) -> an X (e.g. std::tuple<std::vector<float>,
+//                                  std::map<std::string, float>>) rebuilt
+//   Map(f, tree)              -> Tree<U> of the same structure, leaves f(leaf)
+//
+// Specs made here are the ones Python makes for the corresponding Python
+// values (a std::vector flattens like a list, a std::map like a dict with its
+// keys in map order, ...), so they compare equal to, and serialize like,
+// specs loaded from `treespec_dumps` output.
+//
+// Unflatten checks the leaf count first and the structure as it goes; a
+// mismatch throws StructureError with the key path where it failed, e.g.
+// "expected a leaf, the spec has a list node (at key path tree['b'][0])".
+//
+// Example:
+//   std::map<std::string, std::vector<float>> params = {{"w", {1, 2}}, {"b", {3}}};
+//   auto [leaves, spec] = cpytree::Flatten(params);   // leaves: 3, 1, 2 (map order)
+//   auto tree = cpytree::Unflatten(spec, leaves);     // Tree<float>: {'b': [3.0], 'w': [1.0, 2.0]}
+//   auto back = cpytree::UnflattenAs<decltype(params)>(spec, leaves);  // == params
+#ifndef CPYTREE_FLATTEN_H_
+#define CPYTREE_FLATTEN_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "cpytree/errors.h"
+#include "cpytree/internal/node.h"
+#include "cpytree/kind.h"
+#include "cpytree/spec.h"
+#include "cpytree/traits.h"
+#include "cpytree/tree.h"
+#include "cpytree/value.h"
+
+namespace cpytree {
+
+// The result of Flatten: the leaves in order and the spec of the structure.
+template <class L>
+struct FlattenResult {
+  std::vector<L> leaves;
+  TreeSpec spec;
+};
+
+namespace internal {
+
+template <class>
+inline constexpr bool kAlwaysFalse = false;
+
+// Converts a value found at a leaf position into the leaf type L.
+template <class L, class Y>
+L ToLeaf(const Y& y) {
+  if constexpr (std::is_same_v<L, Y> || std::is_constructible_v<L, const Y&>) {
+    return L(y);
+  } else {
+    static_assert(kAlwaysFalse<Y>,
+                  "cpytree: a leaf of this C++ type cannot be converted to the requested "
+                  "leaf type L; give L a constructor from it or flatten with another L");
+  }
+}
+
+// Appends the post-order nodes, pre-order items and leaves of C++ values.
+// L = void collects no leaves (Structure).
+template <class L>
+class Flattener {
+ public:
+  using LeafVector = std::vector<std::conditional_t<std::is_void_v<L>, char, L>>;
+
+  Flattener(SpecData* data, LeafVector* leaves) : data_(data), leaves_(leaves) {}
+
+  template <class X>
+  void Add(const X& x) {
+    if constexpr (IsTree<X>::value) {
+      AddTree(x);
+    } else if constexpr (IsOptional<X>::value) {
+      if (x.has_value()) {
+        Add(*x);
+      } else {
+        AddNone();
+      }
+    } else if constexpr (kIsNode<X>) {
+      AddNode(x);
+    } else {
+      PushLeaf();
+      if constexpr (!std::is_void_v<L>) leaves_->push_back(ToLeaf<L>(x));
+    }
+  }
+
+ private:
+  // Visits a node's children: counts them, and either collects the keys of a
+  // dict (first pass, so keys precede the children's items in pre-order) or
+  // flattens each child (second pass).
+  struct KeyCollector {
+    std::vector<Value>* items;
+    template <class C>
+    void operator()(const C& /*child*/) {}
+    template <class K, class C>
+    void operator()(const K& key, const C& /*child*/) {
+      items->push_back(KeyTraits<K>::ToValue(key));
+    }
+  };
+  struct ChildAdder {
+    Flattener* self;
+    std::uint32_t* arity;
+    template <class C>
+    void operator()(const C& child) {
+      ++*arity;
+      self->Add(child);
+    }
+    template <class K, class C>
+    void operator()(const K& /*key*/, const C& child) {
+      ++*arity;
+      self->Add(child);
+    }
+  };
+
+  void PushLeaf() {
+    data_->nodes.push_back(
+        MakeNode(NodeKind::kLeaf, 0, static_cast<std::uint32_t>(data_->items.size()), 1, 1));
+  }
+  void AddNone() {
+    PushLeaf();
+    if constexpr (!std::is_void_v<L>) {
+      static_assert(LeafTraits<L>::kHasNone,
+                    "cpytree: a std::optional in the tree needs a leaf type that can hold None "
+                    "(std::optional<T>, a pointer, Value, or a LeafTraits specialization)");
+      if constexpr (LeafTraits<L>::kHasNone) leaves_->push_back(LeafTraits<L>::None());
+    }
+  }
+  void PushNode(NodeKind kind, std::uint32_t arity, std::uint32_t ctx, std::size_t nodes_before,
+                std::size_t leaves_before) {
+    std::int64_t leaves = 0;
+    if constexpr (!std::is_void_v<L>) {
+      leaves = static_cast<std::int64_t>(leaves_->size() - leaves_before);
+    } else {
+      for (std::size_t k = nodes_before; k < data_->nodes.size(); ++k) {
+        leaves += data_->nodes[k].kind == NodeKind::kLeaf ? 1 : 0;
+      }
+    }
+    std::int64_t count = static_cast<std::int64_t>(data_->nodes.size() - nodes_before) + 1;
+    data_->nodes.push_back(MakeNode(kind, arity, ctx, leaves, count));
+  }
+  std::size_t LeafCount() const {
+    if constexpr (!std::is_void_v<L>) return leaves_->size();
+    return 0;
+  }
+
+  template <class X>
+  void AddNode(const X& x) {
+    using Tr = NodeTraits<X>;
+    constexpr NodeKind kind = Tr::kKind;
+    std::vector<Value>& items = data_->items;
+    std::uint32_t ctx = static_cast<std::uint32_t>(items.size());
+    std::size_t nodes_before = data_->nodes.size(), leaves_before = LeafCount();
+    if constexpr (kind == NodeKind::kNamedTuple || kind == NodeKind::kCustom) {
+      items.push_back(Value(Tr::TypeName()));
+    }
+    if constexpr (kind == NodeKind::kCustom) items.push_back(Value(Tr::Context(x)));
+    if constexpr (kind == NodeKind::kDeque) {
+      std::optional<std::int64_t> maxlen = Tr::MaxLen(x);
+      items.push_back(maxlen ? Value(*maxlen) : Value());
+    }
+    if constexpr (kind == NodeKind::kDefaultDict) {
+      TypeRef f = Tr::DefaultFactory(x);
+      items.push_back(Value::MakeList({f.module, f.qualname}));
+    }
+    if constexpr (IsDictKind(kind)) Tr::Visit(x, KeyCollector{&items});
+    std::size_t own_items = items.size() - ctx;
+    std::uint32_t arity = 0;
+    Tr::Visit(x, ChildAdder{this, &arity});
+    if (own_items != NumContextItems(kind, arity)) {
+      throw Error("cpytree: NodeTraits::Visit must give every child of a dict kind a key");
+    }
+    PushNode(kind, arity, ctx, nodes_before, leaves_before);
+  }
+
+  template <class T>
+  void AddTree(const Tree<T>& t) {
+    if (t.is_leaf()) {
+      PushLeaf();
+      if constexpr (!std::is_void_v<L>) leaves_->push_back(ToLeaf<L>(t.leaf()));
+      return;
+    }
+    std::vector<Value>& items = data_->items;
+    std::uint32_t ctx = static_cast<std::uint32_t>(items.size());
+    std::size_t nodes_before = data_->nodes.size(), leaves_before = LeafCount();
+    items.insert(items.end(), t.context_items().begin(), t.context_items().end());
+    for (const Tree<T>& c : t.children()) AddTree(c);
+    PushNode(t.kind(), static_cast<std::uint32_t>(t.size()), ctx, nodes_before, leaves_before);
+  }
+
+  SpecData* data_;
+  LeafVector* leaves_;  // nullptr when L is void
+};
+
+// One step of a key path, kept as a linked list and formatted only on error.
+struct KeyPathStep {
+  const KeyPathStep* parent;  // nullptr at the root
+  const Node* node;           // the parent node of this step
+  const Value* items;         // the parent's context items
+  std::size_t index;          // child index in the parent
+
+  // Formats the path from the root, e.g. "tree[0]['a']".
+  static std::string Format(const KeyPathStep* step) {
+    std::vector<const KeyPathStep*> steps;
+    for (; step != nullptr; step = step->parent) steps.push_back(step);
+    std::string out = "tree";
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      const KeyPathStep& s = **it;
+      out.push_back('[');
+      if (IsDictKind(s.node->kind)) {
+        s.items[FirstKeyItem(s.node->kind) + s.index].AppendRepr(&out);
+      } else {
+        out += std::to_string(s.index);
+      }
+      out.push_back(']');
+    }
+    return out;
+  }
+};
+
+inline std::string DescribeNode(const Node& n, const Value* items) {
+  if (n.kind == NodeKind::kLeaf) return "a leaf";
+  if (n.kind == NodeKind::kCustom || n.kind == NodeKind::kNamedTuple) {
+    return std::string(n.kind == NodeKind::kCustom ? "a custom node " : "a namedtuple node ") +
+           items[0].Repr();
+  }
+  return std::string("a ") + BuiltinTypeName(n.kind) + " node";
+}
+
+template <class Y, class = void>
+struct HasKeyTraits : std::false_type {};
+template <class Y>
+struct HasKeyTraits<Y, std::void_t<decltype(KeyTraits<Y>::kName)>> : std::true_type {};
+
+template <class Tr, class = void>
+struct HasAccepts : std::false_type {};
+template <class Tr>
+struct HasAccepts<Tr, std::void_t<decltype(Tr::Accepts(NodeKind::kLeaf))>> : std::true_type {};
+
+template <class L>
+class Unflattener;
+
+}  // namespace internal
+
+// What NodeTraits<X>::Build receives: the spec node being rebuilt and access
+// to its children, built in order.
+template <class L>
+class NodeBuilder {
+ public:
+  // Number of children of the spec node.
+  std::size_t size() const { return kids_.size(); }
+  // The spec key of child `i` (dict kinds only).
+  const Value& key(std::size_t i) const {
+    return u_->items_[node().ctx + FirstKeyItem(node().kind) + i];
+  }
+  // The key of child `i` converted to K; throws StructureError if it does not convert.
+  template <class K>
+  K Key(std::size_t i) const {
+    std::optional<K> k = KeyTraits<K>::FromValue(key(i));
+    if (!k) {
+      Fail("dict key " + key(i).Repr() + " is not a " + KeyTraits<K>::kName +
+           " as the C++ type needs");
+    }
+    return std::move(*k);
+  }
+  // The serialized context of a custom node.
+  const Value& context() const { return u_->items_[node().ctx + 1]; }
+  // The maxlen of a deque node (nullopt: unbounded).
+  std::optional<std::int64_t> maxlen() const {
+    const Value& v = u_->items_[node().ctx];
+    if (v.is_none()) return std::nullopt;
+    return v.as_int();
+  }
+  // Throws StructureError unless the spec node has exactly `n` children.
+  void ExpectArity(std::size_t n) const {
+    if (size() != n) {
+      Fail("the spec node has " + std::to_string(size()) + " children, the C++ type needs " +
+           std::to_string(n));
+    }
+  }
+  // Builds the next child as a Y; throws StructureError when none is left or it does not fit.
+  template <class Y>
+  Y Next() {
+    if (next_ >= kids_.size()) {
+      Fail("the spec node has " + std::to_string(kids_.size()) +
+           " children, the C++ type needs more");
+    }
+    std::size_t k = next_++;
+    internal::KeyPathStep step{path_, &node(), u_->items_ + node().ctx, k};
+    return u_->template Build<Y>(kids_[k], &step);
+  }
+  // Builds the next child into `out`.
+  template <class Y>
+  void NextInto(Y& out) {
+    out = Next<Y>();
+  }
+
+ private:
+  friend class internal::Unflattener<L>;
+  NodeBuilder(internal::Unflattener<L>* u, std::int64_t i, const internal::KeyPathStep* path)
+      : u_(u), i_(i), path_(path) {
+    internal::ChildIndices(u->nodes_, i, &kids_);
+  }
+  const internal::Node& node() const { return u_->nodes_[i_]; }
+  [[noreturn]] void Fail(const std::string& message) const {
+    throw StructureError(message, internal::KeyPathStep::Format(path_));
+  }
+
+  internal::Unflattener<L>* u_;
+  std::int64_t i_;
+  const internal::KeyPathStep* path_;
+  std::vector<std::int64_t> kids_;
+  std::size_t next_ = 0;
+};
+
+namespace internal {
+
+// Rebuilds C++ values from a spec's arrays and a leaf list, leaves in order.
+template <class L>
+class Unflattener {
+ public:
+  Unflattener(const TreeSpec& spec, std::vector<L>* leaves)
+      : nodes_(SpecAccess::Data(spec).nodes.data()),
+        items_(spec.raw_items()),
+        leaves_(leaves) {}
+
+  template <class Y>
+  Y Build(std::int64_t i, const KeyPathStep* path) {
+    const Node& n = nodes_[i];
+    if constexpr (IsTree<Y>::value) {
+      return BuildTree<typename LeafTypeOf<Y>::type>(i, path);
+    } else if constexpr (IsOptional<Y>::value) {
+      if constexpr (LeafTraits<L>::kHasNone) {
+        if (n.kind == NodeKind::kLeaf && LeafTraits<L>::IsNone((*leaves_)[cursor_])) {
+          ++cursor_;
+          return Y();
+        }
+      }
+      return Y(Build<typename Y::value_type>(i, path));
+    } else if constexpr (kIsNode<Y>) {
+      using Tr = NodeTraits<Y>;
+      bool accepted;
+      if constexpr (HasAccepts<Tr>::value) {
+        accepted = Tr::Accepts(n.kind);
+      } else {
+        accepted = n.kind == Tr::kKind;
+      }
+      if constexpr (Tr::kKind == NodeKind::kCustom || Tr::kKind == NodeKind::kNamedTuple) {
+        accepted = accepted && items_[n.ctx].as_string() == Tr::TypeName();
+      }
+      if (!accepted) {
+        std::string want;
+        if constexpr (Tr::kKind == NodeKind::kCustom) {
+          want = "a custom node " + Value(Tr::TypeName()).Repr();
+        } else if constexpr (Tr::kKind == NodeKind::kNamedTuple) {
+          want = "a namedtuple node " + Value(Tr::TypeName()).Repr();
+        } else {
+          want = std::string("a ") + BuiltinTypeName(Tr::kKind) + " node";
+        }
+        throw StructureError("expected " + want + ", the spec has " + DescribeNode(n, items_ + n.ctx),
+                             KeyPathStep::Format(path));
+      }
+      NodeBuilder<L> b(this, i, path);
+      Y y = Tr::Build(b);
+      if (b.next_ != b.size()) {
+        throw StructureError("the spec node has " + std::to_string(b.size()) +
+                                 " children, the C++ type used " + std::to_string(b.next_),
+                             KeyPathStep::Format(path));
+      }
+      return y;
+    } else {
+      if (n.kind != NodeKind::kLeaf) {
+        throw StructureError("expected a leaf, the spec has " + DescribeNode(n, items_ + n.ctx),
+                             KeyPathStep::Format(path));
+      }
+      return FromLeaf<Y>(std::move((*leaves_)[cursor_++]), path);
+    }
+  }
+
+  // Rebuilds the dynamic subtree rooted at node `root` (iteratively).
+  template <class T>
+  Tree<T> BuildTree(std::int64_t root, const KeyPathStep* path) {
+    std::vector<Tree<T>> stack;
+    for (std::int64_t i = SubtreeBegin(nodes_, root); i <= root; ++i) {
+      const Node& n = nodes_[i];
+      if (n.kind == NodeKind::kLeaf) {
+        stack.emplace_back(FromLeaf<T>(std::move((*leaves_)[cursor_++]), path));
+        continue;
+      }
+      std::vector<Tree<T>> children(std::make_move_iterator(stack.end() - n.arity),
+                                    std::make_move_iterator(stack.end()));
+      stack.erase(stack.end() - n.arity, stack.end());
+      const Value* first = items_ + n.ctx;
+      stack.push_back(Tree<T>::Make(
+          n.kind, std::vector<Value>(first, first + NumContextItems(n.kind, n.arity)),
+          std::move(children)));
+    }
+    return std::move(stack.back());
+  }
+
+ private:
+  friend class NodeBuilder<L>;
+
+  template <class Y, class From>
+  static Y FromLeaf(From&& leaf, const KeyPathStep* path) {
+    using F = std::decay_t<From>;
+    if constexpr (std::is_same_v<Y, F>) {
+      return std::forward<From>(leaf);
+    } else if constexpr (IsOptional<F>::value && !IsOptional<Y>::value) {
+      if (!leaf.has_value()) {
+        throw StructureError("the leaf is None, but the C++ type needs a value",
+                             KeyPathStep::Format(path));
+      }
+      return FromLeaf<Y>(std::move(*leaf), path);
+    } else if constexpr (std::is_constructible_v<Y, F&&>) {
+      return Y(std::forward<From>(leaf));
+    } else if constexpr (std::is_same_v<F, Value> && HasKeyTraits<Y>::value) {
+      // Value leaves convert to str, bool, int and float types as keys do.
+      std::optional<Y> y = KeyTraits<Y>::FromValue(leaf);
+      if (!y) {
+        throw StructureError("the leaf " + leaf.Repr() + " is not a " + KeyTraits<Y>::kName +
+                                 " as the C++ type needs",
+                             KeyPathStep::Format(path));
+      }
+      return std::move(*y);
+    } else {
+      static_assert(kAlwaysFalse<Y>,
+                    "cpytree: the leaf type cannot be converted to this C++ leaf type; give it a "
+                    "constructor from the leaf type or unflatten from other leaves");
+    }
+  }
+
+  const Node* nodes_;   // the whole array of the spec's storage
+  const Value* items_;  // the whole item array
+  std::vector<L>* leaves_;
+  std::size_t cursor_ = 0;  // next leaf to consume
+};
+
+template <class L>
+void CheckLeafCount(const TreeSpec& spec, std::size_t n) {
+  if (static_cast<std::int64_t>(n) != spec.num_leaves()) {
+    throw StructureError("treespec.unflatten(leaves): `leaves` has length " + std::to_string(n) +
+                             " but the spec refers to a pytree that holds " +
+                             std::to_string(spec.num_leaves()) + " items (" + spec.ToString() +
+                             ").",
+                         "");
+  }
+}
+
+}  // namespace internal
+
+// Flattens `x` into its leaves, converted to L, and its spec.
+template <class L, class X>
+FlattenResult<L> FlattenAs(const X& x) {
+  auto data = std::make_shared<internal::SpecData>();
+  std::vector<L> leaves;
+  internal::Flattener<L>(data.get(), &leaves).Add(x);
+  return FlattenResult<L>{std::move(leaves), internal::SpecAccess::FromData(std::move(data))};
+}
+
+// Flattens `x` into its leaves and its spec; the leaves keep x's leaf type.
+template <class X>
+auto Flatten(const X& x) {
+  using L = LeafTypeOfT<X>;
+  static_assert(!std::is_same_v<L, MixedLeaves>,
+                "cpytree::Flatten: the leaves have different C++ types; use FlattenAs<L>(x) "
+                "with a leaf type L they all convert to (e.g. cpytree::Value)");
+  using Leaf = std::conditional_t<std::is_same_v<L, NoLeaves>, Value, L>;
+  return FlattenAs<Leaf>(x);
+}
+
+// The leaves of `x`, in flatten order.
+template <class X>
+auto Leaves(const X& x) {
+  return Flatten(x).leaves;
+}
+
+// The spec of `x` (no leaf is copied).
+template <class X>
+TreeSpec Structure(const X& x) {
+  auto data = std::make_shared<internal::SpecData>();
+  internal::Flattener<void>(data.get(), nullptr).Add(x);
+  return internal::SpecAccess::FromData(std::move(data));
+}
+
+// Rebuilds a Tree<T> from `spec` and its leaves; throws StructureError if the
+// number of leaves differs from spec.num_leaves().
+template <class T>
+Tree<T> Unflatten(const TreeSpec& spec, std::vector<T> leaves) {
+  internal::CheckLeafCount<T>(spec, leaves.size());
+  internal::Unflattener<T> u(spec, &leaves);
+  return u.template BuildTree<T>(internal::SpecAccess::Root(spec), nullptr);
+}
+
+// Rebuilds a C++ value of type X from `spec` and its leaves; throws
+// StructureError with the key path where the spec does not fit X.
+template <class X, class L>
+X UnflattenAs(const TreeSpec& spec, std::vector<L> leaves) {
+  internal::CheckLeafCount<L>(spec, leaves.size());
+  internal::Unflattener<L> u(spec, &leaves);
+  return u.template Build<X>(internal::SpecAccess::Root(spec), nullptr);
+}
+
+// A tree of the same structure as `tree` with each leaf replaced by `f(leaf)`,
+// called in leaf order.
+template <class F, class T>
+auto Map(F&& f, const Tree<T>& tree) -> Tree<std::decay_t<std::invoke_result_t<F&, const T&>>> {
+  using U = std::decay_t<std::invoke_result_t<F&, const T&>>;
+  if (tree.is_leaf()) return Tree<U>(f(tree.leaf()));
+  std::vector<Tree<U>> children;
+  children.reserve(tree.size());
+  for (const Tree<T>& c : tree.children()) children.push_back(Map(f, c));
+  return Tree<U>::Make(tree.kind(), tree.context_items(), std::move(children));
+}
+
+}  // namespace cpytree
+
+#endif  // CPYTREE_FLATTEN_H_
