@@ -85,9 +85,9 @@ std::size_t Mix(std::size_t h, std::size_t v) {
 
 }  // namespace
 
-PyObject* SpecRepr(SpecView v) {
+PyObject* SpecRepr(SpecView v, int indent) {
   std::string out;
-  if (!ReprNode(&out, v, v.root_index(), 0, 0)) return nullptr;
+  if (!ReprNode(&out, v, v.root_index(), indent, 0)) return nullptr;
   return PyUnicode_FromStringAndSize(out.data(), static_cast<Py_ssize_t>(out.size()));
 }
 

@@ -44,7 +44,9 @@ bool AddKeys(SpecBuilder* b, PyObject* type, PyObject* keys, Py_ssize_t arity) {
     return false;
   }
   for (Py_ssize_t k = 0; k < arity; ++k) {
-    b->AddItem(NewRef(PySequence_Fast_ITEMS(seq.get())[k]));
+    PyObject* key = PySequence_Fast_ITEMS(seq.get())[k];
+    if (PyObject_Hash(key) == -1) return false;  // dict keys must be hashable
+    b->AddItem(NewRef(key));
   }
   return true;
 }
@@ -65,20 +67,45 @@ bool AddRootItems(SpecBuilder* b, NodeKind kind, PyObject* type, PyObject* conte
     case NodeKind::kOrderedDict:
       return AddKeys(b, type, context, arity);
     case NodeKind::kDefaultDict: {
-      Ref seq(PySequence_Fast(context, "TreeSpec: a defaultdict context is "
-                                       "[default_factory, keys]"));
-      if (!seq) return false;
-      if (PySequence_Fast_GET_SIZE(seq.get()) != 2) {
+      PyObject* factory = nullptr;
+      if ((PyList_Check(context) || PyTuple_Check(context)) &&
+          PySequence_Fast_GET_SIZE(context) == 2) {
+        factory = PySequence_Fast_ITEMS(context)[0];
+      }
+      if (factory == nullptr || (factory != Py_None && !PyCallable_Check(factory))) {
         PyErr_Format(PyExc_ValueError,
-                     "TreeSpec: a defaultdict context is [default_factory, keys], got %R",
+                     "TreeSpec: a defaultdict context is [default_factory, keys] with a "
+                     "callable or None default_factory, got %R",
                      context);
         return false;
       }
-      b->AddItem(NewRef(PySequence_Fast_ITEMS(seq.get())[0]));
-      return AddKeys(b, type, PySequence_Fast_ITEMS(seq.get())[1], arity);
+      b->AddItem(NewRef(factory));
+      return AddKeys(b, type, PySequence_Fast_ITEMS(context)[1], arity);
     }
-    case NodeKind::kNamedTuple:
+    case NodeKind::kNamedTuple: {
+      int ok = PyType_Check(context)
+                   ? IsNamedTupleClass(reinterpret_cast<PyTypeObject*>(context))
+                   : 0;
+      if (ok < 0) return false;
+      if (!ok) {
+        PyErr_Format(PyExc_ValueError,
+                     "TreeSpec: a namedtuple node's context is its namedtuple class, got %R",
+                     context);
+        return false;
+      }
+      b->AddItem(NewRef(context));
+      return true;
+    }
     case NodeKind::kDeque:
+      if (context != Py_None &&
+          (!PyLong_Check(context) || PyBool_Check(context) || PyLong_AsLong(context) < 0)) {
+        if (PyErr_Occurred()) return false;
+        PyErr_Format(PyExc_ValueError,
+                     "TreeSpec: a deque node's context is its maxlen (None or an int >= 0), "
+                     "got %R",
+                     context);
+        return false;
+      }
       b->AddItem(NewRef(context));
       return true;
     default:

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "api.h"
+#include "children.h"
 #include "errors.h"
 #include "intern.h"
 #include "registry.h"
@@ -204,6 +205,34 @@ PyObject* SpecNew(PyTypeObject*, PyObject* args, PyObject* kwargs) {
   return MakeSpec(type, context, children);
 }
 
+// Methods taking one argument, positional or by keyword as in torch
+// (`spec.unflatten(leaves=...)`), forwarded to a METH_O implementation.
+template <PyObject* (*Impl)(PyObject*, PyObject*), const char* const* kName>
+PyObject* OneArg(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* a[1] = {nullptr};
+  if (!ParseArgs(kName[0], args, nargs, kwnames, kName, 1, 1, a)) return nullptr;
+  return Impl(self, a[0]);
+}
+constexpr const char* kIndex[] = {"index"};
+constexpr const char* kLeaves[] = {"leaves"};
+constexpr const char* kTree[] = {"tree"};
+
+// __repr__(self, indent=0), torch's signature; repr() uses tp_repr.
+PyObject* MethodRepr(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                     PyObject* kwnames) {
+  static const char* const kNames[] = {"indent"};
+  PyObject* a[1] = {nullptr};
+  if (!ParseArgs("__repr__", args, nargs, kwnames, kNames, 1, 0, a)) return nullptr;
+  int indent = 0;
+  if (a[0] != nullptr) {
+    indent = static_cast<int>(PyLong_AsLong(a[0]));
+    if (indent == -1 && PyErr_Occurred()) return nullptr;
+  }
+  return SpecRepr(ViewOf(AsSpec(self)), indent);
+}
+
+#define CPYTREE_KW(fn) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn))
+
 PyGetSetDef kGetSet[] = {
     {"type", GetType, nullptr, "The type of the root node (None for a leaf).", nullptr},
     {"context", GetContext, nullptr, "The context of the root node.", nullptr},
@@ -216,16 +245,19 @@ PyGetSetDef kGetSet[] = {
 
 PyMethodDef kMethods[] = {
     {"children", MethodChildren, METH_NOARGS, "children($self, /)\n--\n\nAll child specs."},
-    {"child", MethodChild, METH_O, "child($self, index, /)\n--\n\nThe child spec at index."},
+    {"child", CPYTREE_KW((OneArg<MethodChild, kIndex>)), METH_FASTCALL | METH_KEYWORDS,
+     "child($self, index)\n--\n\nThe child spec at index."},
     {"is_leaf", MethodIsLeaf, METH_NOARGS,
      "is_leaf($self, /)\n--\n\nWhether the spec is a leaf."},
-    {"unflatten", MethodUnflatten, METH_O,
-     "unflatten($self, leaves, /)\n--\n\nRebuild a pytree from its leaves."},
-    {"flatten_up_to", MethodFlattenUpTo, METH_O,
-     "flatten_up_to($self, tree, /)\n--\n\nThe subtrees of tree at this spec's leaves."},
-    {"flatten", MethodFlatten, METH_O,
-     "flatten($self, tree, /)\n--\n\nThe leaves of tree, whose structure must equal this "
+    {"unflatten", CPYTREE_KW((OneArg<MethodUnflatten, kLeaves>)), METH_FASTCALL | METH_KEYWORDS,
+     "unflatten($self, leaves)\n--\n\nRebuild a pytree from its leaves."},
+    {"flatten_up_to", CPYTREE_KW((OneArg<MethodFlattenUpTo, kTree>)),
+     METH_FASTCALL | METH_KEYWORDS, "flatten_up_to($self, tree)\n--\n\nThe subtrees of tree at this spec's leaves."},
+    {"flatten", CPYTREE_KW((OneArg<MethodFlatten, kTree>)), METH_FASTCALL | METH_KEYWORDS,
+     "flatten($self, tree)\n--\n\nThe leaves of tree, whose structure must equal this "
      "spec\n(validated in the same pass; ValueError with the key path otherwise)."},
+    {"__repr__", CPYTREE_KW(MethodRepr), METH_FASTCALL | METH_KEYWORDS | METH_COEXIST,
+     "__repr__($self, indent=0)\n--\n\nThe text torch prints, children indented by indent+2."},
     {"__reduce__", MethodReduce, METH_NOARGS, nullptr},
     {"__copy__", MethodCopy, METH_NOARGS, nullptr},
     {"__deepcopy__", MethodDeepCopy, METH_O, nullptr},

@@ -121,8 +121,8 @@ PyObject* MakeSpec(PyObject* type, PyObject* context, PyObject* children);
 // spec.unflatten(leaves) with torch's argument handling and count check.
 PyObject* UnflattenChecked(PyObject* spec, PyObject* leaves);
 
-// repr(spec) as torch prints it.
-PyObject* SpecRepr(SpecView v);
+// repr(spec) as torch prints it (`indent`: torch's __repr__ argument).
+PyObject* SpecRepr(SpecView v, int indent = 0);
 
 // torch's structural equality of two views (pointer-unequal specs). -1 on error.
 int SpecsEqual(SpecView a, SpecView b);
