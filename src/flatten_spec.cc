@@ -1,10 +1,13 @@
-// Flattening a tree against a known spec: validate and collect leaves in one
-// pass over spec and tree together, without building a spec.
+// Walking a tree against a known spec: validate and collect what lies at the
+// spec's leaves in one pass over spec and tree together, building no spec.
 //
-// Two modes share the walk:
+// Three modes share the walk:
 //  - strict (TreeSpec.flatten): the tree's structure must equal the spec (as
 //    tree_structure(tree) == spec would say); mismatches raise ValueError
 //    with the key path.
+//  - up-to (TreeSpec.flatten_up_to, n-ary tree_map): torch's prefix rules
+//    (custom nodes match exactly; dict kinds match each other by key set; a
+//    deque's maxlen is ignored) and torch's messages, plus the key path.
 //  - fx (tree_flatten_spec): torch.fx._pytree.tree_flatten_spec's rules, the
 //    per-call hot path of exported and compiled graphs: dict/list/tuple/
 //    namedtuple spec nodes index into the tree (d[k], d[i]) without type
@@ -23,8 +26,12 @@
 namespace cpytree {
 namespace {
 
-template <bool kStrict>
+enum class Walk { kStrict, kUpTo, kFx };
+
+template <Walk kMode>
 class SpecFlattener {
+  static constexpr bool kStrict = kMode == Walk::kStrict;
+
  public:
   SpecFlattener(SpecView v, PyObject* registry, std::vector<PyObject*>* out)
       : v_(v), registry_(registry), out_(out), limit_(DepthLimit()) {}
@@ -47,15 +54,23 @@ class SpecFlattener {
       RaiseDepthError("pytree flatten against a spec", limit_);
       return false;
     }
-    if constexpr (kStrict) {
-      // Exact builtins of the spec's kind walk the container directly.
+    if constexpr (kMode != Walk::kFx) {
+      // Exact builtins of the spec's kind walk the container directly (both
+      // modes check the same things there).
       PyTypeObject* t = Py_TYPE(node);
       if (s.kind == NodeKind::kTuple && t == &PyTuple_Type) return VisitTuple(i, node, depth);
       if (s.kind == NodeKind::kList && t == &PyList_Type) return VisitList(i, node, depth);
-      if (s.kind == NodeKind::kDict && t == &PyDict_Type) return VisitDict(i, node, depth);
+      if (s.kind == NodeKind::kDict && t == &PyDict_Type) {
+        int same = SameKeysInOrder(s, node);
+        if (same < 0) return false;
+        if (same) return VisitDict(i, node, depth);
+        if constexpr (kStrict) return DictKeysMismatch(s, v_.items + s.ctx, node) > 0;
+      }
     }
     std::size_t base = held_.size();
-    int r = kStrict ? StrictChildren(i, node) : FxChildren(i, node);
+    int r = kMode == Walk::kStrict ? StrictChildren(i, node)
+            : kMode == Walk::kUpTo ? (UpToChildren(i, node) ? 1 : -1)
+                                   : FxChildren(i, node);
     if (r <= 0) return r == 0;  // 0: the subtree was handled whole
     std::size_t ibase = PushChildren(i);
     PyObject* const* items = v_.items + s.ctx;
@@ -118,19 +133,33 @@ class SpecFlattener {
     return true;
   }
 
+  // 1 if the exact dict's keys are the spec's, in order (== after identity),
+  // 0 if not, -1 on error.
+  int SameKeysInOrder(const Node& s, PyObject* dict) {
+    if (PyDict_GET_SIZE(dict) != s.arity) return 0;
+    PyObject* const* expected = v_.items + s.ctx;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    for (std::uint32_t k = 0; PyDict_Next(dict, &pos, &key, &value); ++k) {
+      if (k >= s.arity) return 0;
+      if (key == expected[k]) continue;
+      Ref held_key = Ref::Borrow(key);
+      int eq = PyObject_RichCompareBool(key, expected[k], Py_EQ);
+      if (eq <= 0) return eq;
+    }
+    return 1;
+  }
+
+  // An exact dict whose keys SameKeysInOrder accepted.
   bool VisitDict(std::int64_t i, PyObject* dict, int depth) {
     const Node& s = v_.nodes[i];
-    if (PyDict_GET_SIZE(dict) != s.arity) return Arity(s, PyDict_GET_SIZE(dict)) > 0;
-    PyObject* const* expected = v_.items + s.ctx;
     std::size_t ibase = PushChildren(i);
     Py_ssize_t pos = 0;
     PyObject *key, *value;
     for (std::uint32_t k = 0; k < s.arity; ++k) {
-      if (!PyDict_Next(dict, &pos, &key, &value)) return Arity(s, PyDict_GET_SIZE(dict)) > 0;
-      if (key != expected[k]) {
-        Ref held_key = Ref::Borrow(key);
-        int eq = PyObject_RichCompareBool(key, expected[k], Py_EQ);
-        if (eq <= 0) return eq == 0 ? DictKeysMismatch(s, expected, dict) > 0 : false;
+      // User code below may have changed the dict: then it is a mismatch.
+      if (!PyDict_Next(dict, &pos, &key, &value) || PyDict_GET_SIZE(dict) != s.arity) {
+        return Arity(s, PyDict_GET_SIZE(dict)) > 0;
       }
       Ref child = Ref::Borrow(value);
       if (!VisitChild(i, k, ChildAt(ibase, s.arity, k), child.get(), depth)) return false;
@@ -305,6 +334,118 @@ class SpecFlattener {
     return -1;
   }
 
+  // The type torch's _get_node_type reports for `node` (borrowed).
+  static PyObject* NodeTypeOf(PyObject* node, NodeKind kind) {
+    return kind == NodeKind::kNamedTuple ? g_builtins.namedtuple_fn
+                                         : reinterpret_cast<PyObject*>(Py_TYPE(node));
+  }
+
+  // Up-to: appends node's children (owned) to held_, checked against spec
+  // node i with torch's flatten_up_to rules.
+  bool UpToChildren(std::int64_t i, PyObject* node) {
+    const Node& s = v_.nodes[i];
+    PyObject* const* items = v_.items + s.ctx;
+    const Registration* reg = nullptr;
+    bool error = false;
+    NodeKind kind = KindOf(node, &reg, &error);
+    if (error) return false;
+    PyObject* node_type = NodeTypeOf(node, kind);
+    Ref spec_type(NodeType(v_, i));
+    if (!spec_type) return false;
+    if (s.kind == NodeKind::kCustom) {
+      if (node_type != spec_type.get()) {
+        return Fail(PyUnicode_FromFormat("Type mismatch; expected %R, but got %R.",
+                                         spec_type.get(), node_type));
+      }
+      if (reg == nullptr || kind != NodeKind::kCustom) {
+        PyErr_SetObject(PyExc_KeyError, node_type);  // torch: SUPPORTED_NODES[node_type]
+        return false;
+      }
+      Ref children, context;
+      if (!CallCustomFlatten(reg, node, &children, &context)) return false;
+      Py_ssize_t n = PySequence_Fast_GET_SIZE(children.get());
+      if (n != s.arity) return Arity(s, n) > 0;
+      int ne = PyObject_RichCompareBool(context.get(), items[1], Py_NE);
+      if (ne < 0) return false;
+      if (ne) {
+        return Fail(PyUnicode_FromFormat("Node context mismatch for custom node type %R.",
+                                         spec_type.get()));
+      }
+      return HoldAll(children.get());
+    }
+    bool both_dicts = IsDictKind(s.kind) && IsDictKind(kind);
+    if (!both_dicts && node_type != spec_type.get()) {
+      return Fail(PyUnicode_FromFormat("Node type mismatch; expected %R, but got %R.",
+                                       spec_type.get(), node_type));
+    }
+    Py_ssize_t len = PyObject_Size(node);
+    if (len < 0) return false;
+    if (len != s.arity) return Arity(s, len) > 0;
+    if (both_dicts) return KeySetChildren(s, items + FirstKeyItem(s.kind), node);
+    if (kind == NodeKind::kDeque) return SnapshotDeque(node, &held_);  // maxlen ignored
+    if (kind == NodeKind::kNamedTuple && node_type == spec_type.get()) {
+      PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(node));
+      if (cls != items[0]) {
+        int ne = PyObject_RichCompareBool(cls, items[0], Py_NE);
+        if (ne < 0) return false;
+        if (ne) {
+          return Fail(PyUnicode_FromFormat(
+              "Node context mismatch for node type %R; expected %R, but got %R.",
+              spec_type.get(), items[0], cls));
+        }
+      }
+    }
+    return HoldAll(node);
+  }
+
+  // Holds the items of a list or tuple (a snapshot: user code may mutate it).
+  bool HoldAll(PyObject* seq) {
+    Ref fast(PySequence_Fast(seq, "expected a sequence"));
+    if (!fast) return false;
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(fast.get()); ++k) {
+      PyObject* o = PySequence_Fast_ITEMS(fast.get())[k];
+      Py_INCREF(o);
+      held_.push_back(o);
+    }
+    return true;
+  }
+
+  // Dict kinds match by key set; children are taken in the spec's key order.
+  bool KeySetChildren(const Node& s, PyObject* const* keys, PyObject* node) {
+    Ref expected(PySet_New(nullptr));
+    if (!expected) return false;
+    for (std::uint32_t k = 0; k < s.arity; ++k) {
+      if (PySet_Add(expected.get(), keys[k]) < 0) return false;
+    }
+    Ref got(PySet_New(node));
+    if (!got) return false;
+    int same = PyObject_RichCompareBool(got.get(), expected.get(), Py_EQ);
+    if (same < 0) return false;
+    if (!same) return KeySetMismatch(expected.get(), got.get());
+    for (std::uint32_t k = 0; k < s.arity; ++k) {
+      PyObject* v = PyObject_GetItem(node, keys[k]);
+      if (v == nullptr) return false;
+      held_.push_back(v);
+    }
+    return true;
+  }
+
+  CPYTREE_NOINLINE bool KeySetMismatch(PyObject* expected, PyObject* got) {
+    Ref missing(PyNumber_Subtract(expected, got));
+    Ref extra(PyNumber_Subtract(got, expected));
+    if (!missing || !extra) return false;
+    Ref message(PyUnicode_FromString("Node keys mismatch"));
+    if (PySet_GET_SIZE(missing.get()) > 0) {
+      message = Ref(PyUnicode_FromFormat("%U; missing key(s): %S", message.get(), missing.get()));
+      if (!message) return false;
+    }
+    if (PySet_GET_SIZE(extra.get()) > 0) {
+      message = Ref(PyUnicode_FromFormat("%U; extra key(s): %S", message.get(), extra.get()));
+      if (!message) return false;
+    }
+    return Fail(PyUnicode_FromFormat("%U.", message.get()));
+  }
+
   // fx rules. Returns 1 with children held, 0 if the subtree was handled
   // whole (leaves already appended), -1 on error.
   int FxChildren(std::int64_t i, PyObject* node) {
@@ -404,16 +545,18 @@ class SpecFlattener {
   int limit_;
 };
 
-template <bool kStrict>
+template <Walk kMode>
+bool WalkInto(SpecView v, PyObject* tree, PyObject* registry, std::vector<PyObject*>* out) {
+  SpecFlattener<kMode> f(v, registry, out);
+  bool ok = f.Visit(v.root_index(), tree, 0);
+  if (!ok) f.RaisePending();
+  return ok;
+}
+
+template <Walk kMode>
 PyObject* FlattenAgainst(PyObject* spec, PyObject* tree, PyObject* registry) {
   std::vector<PyObject*> out;
-  bool ok;
-  {
-    SpecFlattener<kStrict> f(ViewOf(reinterpret_cast<TreeSpecObject*>(spec)), registry, &out);
-    ok = f.Visit(ViewOf(reinterpret_cast<TreeSpecObject*>(spec)).root_index(), tree, 0);
-    if (!ok) f.RaisePending();
-  }
-  if (!ok) {
+  if (!WalkInto<kMode>(ViewOf(reinterpret_cast<TreeSpecObject*>(spec)), tree, registry, &out)) {
     ReleaseFrom(&out, 0);
     return nullptr;
   }
@@ -422,8 +565,12 @@ PyObject* FlattenAgainst(PyObject* spec, PyObject* tree, PyObject* registry) {
 
 }  // namespace
 
+bool FlattenUpTo(SpecView v, PyObject* tree, std::vector<PyObject*>* out) {
+  return WalkInto<Walk::kUpTo>(v, tree, nullptr, out);
+}
+
 PyObject* SpecFlatten(PyObject* spec, PyObject* tree) {
-  return FlattenAgainst<true>(spec, tree, nullptr);
+  return FlattenAgainst<Walk::kStrict>(spec, tree, nullptr);
 }
 
 PyObject* PyTreeFlattenSpec(PyObject*, PyObject* const* args, Py_ssize_t nargs,
@@ -440,7 +587,7 @@ PyObject* PyTreeFlattenSpec(PyObject*, PyObject* const* args, Py_ssize_t nargs,
     PyErr_SetString(PyExc_TypeError, "tree_flatten_spec: registry must be a dict or None");
     return nullptr;
   }
-  return FlattenAgainst<false>(a[1], a[0], a[2]);
+  return FlattenAgainst<Walk::kFx>(a[1], a[0], a[2]);
 }
 
 }  // namespace cpytree
