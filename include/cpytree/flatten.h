@@ -70,8 +70,8 @@ L ToLeaf(const Y& y) {
 }
 
 // Appends the post-order nodes, pre-order items and leaves of C++ values.
-// L = void collects no leaves (Structure).
-template <class L>
+// L = void collects no leaves (Structure); kSpec = false builds no spec (Leaves).
+template <class L, bool kSpec = true>
 class Flattener {
  public:
   using LeafVector = std::vector<std::conditional_t<std::is_void_v<L>, char, L>>;
@@ -114,17 +114,18 @@ class Flattener {
     std::uint32_t* arity;
     template <class C>
     void operator()(const C& child) {
-      ++*arity;
+      if (arity != nullptr) ++*arity;
       self->Add(child);
     }
     template <class K, class C>
     void operator()(const K& /*key*/, const C& child) {
-      ++*arity;
+      if (arity != nullptr) ++*arity;
       self->Add(child);
     }
   };
 
   void PushLeaf() {
+    if constexpr (!kSpec) return;
     data_->nodes.push_back(
         MakeNode(NodeKind::kLeaf, 0, static_cast<std::uint32_t>(data_->items.size()), 1, 1));
   }
@@ -139,6 +140,7 @@ class Flattener {
   }
   void PushNode(NodeKind kind, std::uint32_t arity, std::uint32_t ctx, std::size_t nodes_before,
                 std::size_t leaves_before) {
+    if constexpr (!kSpec) return;
     std::int64_t leaves = 0;
     if constexpr (!std::is_void_v<L>) {
       leaves = static_cast<std::int64_t>(leaves_->size() - leaves_before);
@@ -158,6 +160,10 @@ class Flattener {
   template <class X>
   void AddNode(const X& x) {
     using Tr = NodeTraits<X>;
+    if constexpr (!kSpec) {
+      Tr::Visit(x, ChildAdder{this, nullptr});
+      return;
+    }
     constexpr NodeKind kind = Tr::kKind;
     std::vector<Value>& items = data_->items;
     std::uint32_t ctx = static_cast<std::uint32_t>(items.size());
@@ -189,6 +195,10 @@ class Flattener {
     if (t.is_leaf()) {
       PushLeaf();
       if constexpr (!std::is_void_v<L>) leaves_->push_back(ToLeaf<L>(t.leaf()));
+      return;
+    }
+    if constexpr (!kSpec) {
+      for (const Tree<T>& c : t.children()) AddTree(c);
       return;
     }
     std::vector<Value>& items = data_->items;
@@ -402,7 +412,7 @@ class Unflattener {
                                     std::make_move_iterator(stack.end()));
       stack.erase(stack.end() - n.arity, stack.end());
       const Value* first = items_ + n.ctx;
-      stack.push_back(Tree<T>::Make(
+      stack.push_back(TreeAccess::MakeUnchecked<T>(
           n.kind, std::vector<Value>(first, first + NumContextItems(n.kind, n.arity)),
           std::move(children)));
     }
@@ -480,10 +490,16 @@ auto Flatten(const X& x) {
   return FlattenAs<Leaf>(x);
 }
 
-// The leaves of `x`, in flatten order.
+// The leaves of `x`, in flatten order (no spec is built).
 template <class X>
 auto Leaves(const X& x) {
-  return Flatten(x).leaves;
+  using L = LeafTypeOfT<X>;
+  static_assert(!std::is_same_v<L, MixedLeaves>,
+                "cpytree::Leaves: the leaves have different C++ types");
+  using Leaf = std::conditional_t<std::is_same_v<L, NoLeaves>, Value, L>;
+  std::vector<Leaf> leaves;
+  internal::Flattener<Leaf, false>(nullptr, &leaves).Add(x);
+  return leaves;
 }
 
 // The spec of `x` (no leaf is copied).
@@ -521,7 +537,8 @@ auto Map(F&& f, const Tree<T>& tree) -> Tree<std::decay_t<std::invoke_result_t<F
   std::vector<Tree<U>> children;
   children.reserve(tree.size());
   for (const Tree<T>& c : tree.children()) children.push_back(Map(f, c));
-  return Tree<U>::Make(tree.kind(), tree.context_items(), std::move(children));
+  return internal::TreeAccess::MakeUnchecked<U>(tree.kind(), tree.context_items(),
+                                                std::move(children));
 }
 
 }  // namespace cpytree

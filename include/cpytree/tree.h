@@ -32,6 +32,10 @@
 
 namespace cpytree {
 
+namespace internal {
+struct TreeAccess;
+}  // namespace internal
+
 // A dynamic pytree with leaves of type T. Copies are deep.
 template <class T>
 class Tree {
@@ -143,6 +147,8 @@ class Tree {
   }
 
  private:
+  friend struct internal::TreeAccess;
+
   Tree(NodeKind kind, std::vector<Value> items, std::vector<Tree> children)
       : kind_(kind), children_(std::move(children)), items_(std::move(items)) {}
 
@@ -243,6 +249,19 @@ class Tree {
   std::optional<T> leaf_;       // set iff kind_ == kLeaf
 };
 
+namespace internal {
+
+// Library-internal construction without validation, for items copied from a
+// spec or a tree that were validated when they were made.
+struct TreeAccess {
+  template <class T>
+  static Tree<T> MakeUnchecked(NodeKind kind, std::vector<Value> items,
+                               std::vector<Tree<T>> children) {
+    return Tree<T>(kind, std::move(items), std::move(children));
+  }
+};
+
+}  // namespace internal
 }  // namespace cpytree
 
 #endif  // CPYTREE_TREE_H_

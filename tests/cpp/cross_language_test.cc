@@ -47,7 +47,9 @@ TEST_P(PythonSpecsTest, LoadsAndDumpsBackByteIdentically) {
   EXPECT_EQ(spec.num_nodes(), f.num_nodes);
   EXPECT_EQ(spec.num_children(), f.num_children);
   EXPECT_TRUE(internal::IsWellFormed(spec.raw_nodes(), spec.num_nodes()));
-  if (f.repr_exact) EXPECT_EQ(spec.ToString(), f.repr);
+  if (f.repr_exact) {
+    EXPECT_EQ(spec.ToString(), f.repr);
+  }
   // A second trip through the API changes nothing either.
   TreeSpec again = Loads(Dumps(spec));
   EXPECT_EQ(again, spec);

@@ -232,6 +232,45 @@ TEST(JsonMalformedTest, EveryPrefixOfAValidSpecThrows) {
   EXPECT_NO_THROW(Loads(text));
 }
 
+TEST(JsonMalformedTest, RandomMutationsThrowOurErrorsOrLoad) {
+  // A small deterministic fuzz: flip, insert and delete bytes of a valid spec.
+  // Every outcome must be a spec that dumps again, or a ParseError.
+  const std::string valid = Dumps(TreeSpec::Tuple(
+      {TreeSpec::Dict({"a", 1.5, Value::MakeBigInt("100000000000000000000")},
+                      {L(), TreeSpec::Deque(2, {L()}), TreeSpec::List({})}),
+       TreeSpec::DefaultDict({"builtins", "list"}, {"k"}, {L()}),
+       TreeSpec::NamedTuple("m.P", {L()}),
+       TreeSpec::Custom("m.C", Value::MakeObject({{"k", Value::MakeList({1, "é"})}}), {L()})}));
+  const std::string alphabet = "[]{}\",:\\0123456789.eE-+ntrufalsNI\x01\xff";
+  std::uint64_t state = 0x9e3779b97f4a7c15ULL;
+  auto next = [&state](std::uint64_t n) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return static_cast<std::size_t>(state % n);
+  };
+  int loaded = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::string text = valid;
+    for (int edits = 1 + static_cast<int>(next(3)); edits > 0; --edits) {
+      std::size_t pos = next(text.size());
+      char c = alphabet[next(alphabet.size())];
+      switch (next(3)) {
+        case 0: text[pos] = c; break;
+        case 1: text.insert(pos, 1, c); break;
+        default: text.erase(pos, 1 + next(8)); break;
+      }
+    }
+    try {
+      TreeSpec s = Loads(text);
+      EXPECT_EQ(Loads(Dumps(s)), s);
+      ++loaded;
+    } catch (const ParseError&) {
+    }
+  }
+  EXPECT_GT(loaded, 0);  // some mutations (e.g. in key text) stay valid
+}
+
 TEST(JsonMalformedTest, SyntaxErrorsReportTheByte) {
   try {
     Loads("[1, x]");
