@@ -28,6 +28,17 @@ PyObject* MaxLenOf(PyObject* obj);
 // Appends owned references to a deque's items.
 bool SnapshotDeque(PyObject* obj, std::vector<PyObject*>* values);
 
+// A private, immutable snapshot of a list or tuple `seq` (new reference): a
+// tuple as is, a list copied. For loops that run user code (__hash__, __eq__,
+// __str__) between reads of a sequence the user may also hold.
+inline PyObject* FrozenSequence(PyObject* seq) {
+  if (PyTuple_Check(seq)) {
+    Py_INCREF(seq);
+    return seq;
+  }
+  return PyList_AsTuple(seq);
+}
+
 // Releases the owned references in out[from:] and truncates.
 inline void ReleaseFrom(std::vector<PyObject*>* out, std::size_t from) {
   for (std::size_t i = from; i < out->size(); ++i) Py_DECREF((*out)[i]);

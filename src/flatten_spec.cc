@@ -253,9 +253,10 @@ class SpecFlattener {
         if (!CallCustomFlatten(reg, node, &children, &context)) return -1;
         Py_ssize_t n = PySequence_Fast_GET_SIZE(children.get());
         if (n != s.arity) return Arity(s, n);
+        // Held first: the context's __eq__ may mutate the children list.
+        for (Py_ssize_t k = 0; k < n; ++k) Hold(PySequence_Fast_ITEMS(children.get())[k]);
         int eq = ContextEqual(i, items[1], context.get());
         if (eq < 0) return -1;
-        for (Py_ssize_t k = 0; k < n; ++k) Hold(PySequence_Fast_ITEMS(children.get())[k]);
         return 1;
       }
       default:
@@ -488,10 +489,10 @@ class SpecFlattener {
     if (registry_ != nullptr && registry_ != Py_None) {
       Ref type(NodeType(v_, i));
       if (!type) return -1;
-      PyObject* fn = PyDict_GetItemWithError(registry_, type.get());
-      if (fn == nullptr && PyErr_Occurred()) return -1;
-      if (fn != nullptr) {
-        Ref children(PyObject_CallFunctionObjArgs(fn, node, spec.get(), nullptr));
+      Ref fn = Ref::Borrow(PyDict_GetItemWithError(registry_, type.get()));
+      if (!fn && PyErr_Occurred()) return -1;
+      if (fn) {
+        Ref children(PyObject_CallFunctionObjArgs(fn.get(), node, spec.get(), nullptr));
         if (!children) return -1;
         Ref seq(PySequence_Fast(children.get(), "flatten_fn_spec must return a list"));
         if (!seq) return -1;
@@ -530,7 +531,8 @@ class SpecFlattener {
     std::vector<std::int64_t> idx;
     internal::ChildIndices(v_.nodes, i, &idx);
     for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); ++k) {
-      if (!Visit(idx[k], PySequence_Fast_ITEMS(seq)[k], 1)) return -1;
+      Ref child = Ref::Borrow(PySequence_Fast_ITEMS(seq)[k]);  // the visit may mutate seq
+      if (!Visit(idx[k], child.get(), 1)) return -1;
     }
     return 0;
   }

@@ -42,20 +42,28 @@ bool ItemHash(PyObject* o, std::size_t* out, int depth) {
   }
   std::size_t h = reinterpret_cast<std::size_t>(t);
   if (t == &PyTuple_Type || t == &PyList_Type) {
+    // A user __hash__ below may mutate a list (or free an item): hold each
+    // item, re-read the size, and give up (no interning) if it changed.
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
     h = Mix(h, static_cast<std::size_t>(n));
     for (Py_ssize_t i = 0; i < n; ++i) {
+      if (PySequence_Fast_GET_SIZE(o) != n) return false;
+      Ref item = Ref::Borrow(PySequence_Fast_ITEMS(o)[i]);
       std::size_t e;
-      if (!ItemHash(PySequence_Fast_ITEMS(o)[i], &e, depth + 1)) return false;
+      if (!ItemHash(item.get(), &e, depth + 1)) return false;
       h = Mix(h, e);
     }
+    if (PySequence_Fast_GET_SIZE(o) != n) return false;
   } else if (t == &PyDict_Type) {
-    Py_ssize_t pos = 0;
+    Py_ssize_t pos = 0, n = PyDict_GET_SIZE(o);
     PyObject *k, *v;
-    h = Mix(h, static_cast<std::size_t>(PyDict_GET_SIZE(o)));
+    h = Mix(h, static_cast<std::size_t>(n));
     while (PyDict_Next(o, &pos, &k, &v)) {
+      // Same as above: user __hash__ may clear the dict and free k and v.
+      Ref hold_k = Ref::Borrow(k), hold_v = Ref::Borrow(v);
       std::size_t hk, hv;
       if (!ItemHash(k, &hk, depth + 1) || !ItemHash(v, &hv, depth + 1)) return false;
+      if (PyDict_GET_SIZE(o) != n) return false;
       h = Mix(Mix(h, hk), hv);
     }
   } else if (PyType_Check(o)) {

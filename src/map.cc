@@ -113,15 +113,15 @@ class Mapper {
       return nullptr;
     }
     Ref out;
+    std::size_t n = b_->leaves.size() - rbase;
     if (kind == NodeKind::kDict) {
-      out = Ref(PyDict_New());
+      out = Ref(_PyDict_NewPresized(static_cast<Py_ssize_t>(n)));  // no resizes
     } else if (kind == NodeKind::kOrderedDict) {
       out = Ref(PyObject_CallNoArgs(g_builtins.ordered_dict));
     } else {
       Ref factory(DefaultFactoryOf(dict));
       if (factory) out = Ref(PyObject_CallOneArg(g_builtins.defaultdict, factory.get()));
     }
-    std::size_t n = b_->leaves.size() - rbase;
     for (std::size_t k = 0; out && k < n; ++k) {
       if (PyObject_SetItem(out.get(), b_->items[kbase + k], b_->leaves[rbase + k]) < 0) {
         out = Ref();

@@ -78,8 +78,11 @@ PyObject* CallFlattenWithKeys(const Registration* reg, PyObject* obj, Py_ssize_t
   }
   Registration with_keys = *reg;
   with_keys.flatten_fn = reg->flatten_with_keys_fn;
-  Ref key_children, context;
-  if (!CallCustomFlatten(&with_keys, obj, &key_children, &context)) return nullptr;
+  Ref live_children, context;
+  if (!CallCustomFlatten(&with_keys, obj, &live_children, &context)) return nullptr;
+  // Unpacking a pair below may run user code that mutates the returned list.
+  Ref key_children(FrozenSequence(live_children.get()));
+  if (!key_children) return nullptr;
   Py_ssize_t m = PySequence_Fast_GET_SIZE(key_children.get());
   if (m != n) {
     PyErr_Format(PyExc_ValueError,
@@ -153,7 +156,9 @@ PyObject* PyTreeLeavesWithPath(PyObject*, PyObject* const* args, Py_ssize_t narg
 }
 
 PyObject* PyKeystr(PyObject*, PyObject* kp) {
-  Ref seq(PySequence_Fast(kp, "keystr: expected a key path (tuple of key entries)"));
+  Ref fast(PySequence_Fast(kp, "keystr: expected a key path (tuple of key entries)"));
+  if (!fast) return nullptr;
+  Ref seq(FrozenSequence(fast.get()));  // str() of an entry may mutate a list
   if (!seq) return nullptr;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
   Ref parts(PyTuple_New(n));

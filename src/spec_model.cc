@@ -2,6 +2,7 @@
 // TreeSpec(type, context, children_specs) constructor that goes the other way.
 #include <string>
 
+#include "children.h"
 #include "intern.h"
 #include "registry.h"
 #include "treespec.h"
@@ -35,7 +36,9 @@ NodeKind KindOfType(PyObject* type) {
 
 // Appends the keys of a dict-kind context to `b`; checks there is one per child.
 bool AddKeys(SpecBuilder* b, PyObject* type, PyObject* keys, Py_ssize_t arity) {
-  Ref seq(PySequence_Fast(keys, "TreeSpec: the keys of a dict node must be a list"));
+  Ref fast(PySequence_Fast(keys, "TreeSpec: the keys of a dict node must be a list"));
+  if (!fast) return false;
+  Ref seq(FrozenSequence(fast.get()));  // key __hash__ below may mutate the list
   if (!seq) return false;
   if (PySequence_Fast_GET_SIZE(seq.get()) != arity) {
     PyErr_Format(PyExc_ValueError,
@@ -159,7 +162,10 @@ PyObject* NodeContext(SpecView v, std::int64_t i) {
 }
 
 PyObject* MakeSpec(PyObject* type, PyObject* context, PyObject* children) {
-  Ref seq(PySequence_Fast(children, "TreeSpec: children_specs must be a list of TreeSpec"));
+  Ref fast(PySequence_Fast(children, "TreeSpec: children_specs must be a list of TreeSpec"));
+  if (!fast) return nullptr;
+  // Checked to hold specs below, then read after user code (key __hash__) ran.
+  Ref seq(FrozenSequence(fast.get()));
   if (!seq) return nullptr;
   Py_ssize_t arity = PySequence_Fast_GET_SIZE(seq.get());
   if (type == Py_None) {

@@ -1,6 +1,7 @@
 // tree_unflatten / TreeSpec.unflatten: one left-to-right pass over the
 // post-order node array with a value stack; no recursion, so any depth works.
 #include "api.h"
+#include "absl/container/inlined_vector.h"
 #include "children.h"
 #include "flatten.h"
 #include "registry.h"
@@ -39,7 +40,7 @@ PyObject* BuildNode(const Node& node, PyObject* const* items, PyObject** kids) {
     case NodeKind::kDefaultDict: {
       Ref out;
       if (node.kind == NodeKind::kDict) {
-        out = Ref(PyDict_New());
+        out = Ref(_PyDict_NewPresized(n));  // one allocation, no resizes
       } else if (node.kind == NodeKind::kOrderedDict) {
         out = Ref(PyObject_CallNoArgs(g_builtins.ordered_dict));
       } else {
@@ -88,15 +89,23 @@ PyObject* BuildNode(const Node& node, PyObject* const* items, PyObject** kids) {
 
 }  // namespace
 
-PyObject* UnflattenView(SpecView v, PyObject* const* leaves, std::int64_t num_leaves) {
-  CPYTREE_CHECK(num_leaves == v.root().num_leaves, nullptr);
-  std::vector<PyObject*> stack;
-  stack.reserve(static_cast<std::size_t>(num_leaves) + 8);
+namespace {
+
+// The pass over the nodes; `leaf(k)` is the k-th leaf (borrowed), or null
+// with an exception set.
+template <class LeafAt>
+PyObject* UnflattenWith(SpecView v, LeafAt&& leaf_at) {
+  absl::InlinedVector<PyObject*, 64> stack;  // owned references
+  stack.reserve(static_cast<std::size_t>(v.root().num_leaves) + 8);  // one allocation at most
   std::int64_t next_leaf = 0;
   for (std::int64_t i = 0; i < v.num_nodes; ++i) {
     const Node& node = v.nodes[i];
     if (node.kind == NodeKind::kLeaf) {
-      PyObject* leaf = leaves[next_leaf++];
+      PyObject* leaf = leaf_at(next_leaf++);
+      if (leaf == nullptr) {
+        for (PyObject* o : stack) Py_DECREF(o);
+        return nullptr;
+      }
       Py_INCREF(leaf);
       stack.push_back(leaf);
       continue;
@@ -105,13 +114,20 @@ PyObject* UnflattenView(SpecView v, PyObject* const* leaves, std::int64_t num_le
     PyObject* built = BuildNode(node, v.items + node.ctx, stack.data() + base);
     stack.resize(base);  // BuildNode consumed the children
     if (built == nullptr) {
-      ReleaseFrom(&stack, 0);
+      for (PyObject* o : stack) Py_DECREF(o);
       return nullptr;
     }
     stack.push_back(built);
   }
   CPYTREE_CHECK(stack.size() == 1, nullptr);
   return stack[0];
+}
+
+}  // namespace
+
+PyObject* UnflattenView(SpecView v, PyObject* const* leaves, std::int64_t num_leaves) {
+  CPYTREE_CHECK(num_leaves == v.root().num_leaves, nullptr);
+  return UnflattenWith(v, [leaves](std::int64_t k) { return leaves[k]; });
 }
 
 PyObject* UnflattenChecked(PyObject* spec, PyObject* leaves) {
@@ -131,14 +147,14 @@ PyObject* UnflattenChecked(PyObject* spec, PyObject* leaves) {
                  n, static_cast<long long>(v.root().num_leaves), spec);
     return nullptr;
   }
-  // Hold the leaves in a private array: a list could change under user code
-  // (namedtuple or custom unflatten) while the pass reads it.
-  std::vector<PyObject*> held(PySequence_Fast_ITEMS(seq.get()),
-                              PySequence_Fast_ITEMS(seq.get()) + n);
-  for (PyObject* o : held) Py_INCREF(o);
-  PyObject* out = UnflattenView(v, held.data(), n);
-  ReleaseFrom(&held, 0);
-  return out;
+  PyObject* seq_obj = seq.get();
+  // Read the leaves live: a list may change under user code (a namedtuple's
+  // __new__, a custom unflatten) while the pass runs, so bounds are re-checked.
+  return UnflattenWith(v, [seq_obj](std::int64_t k) -> PyObject* {
+    if (k < PySequence_Fast_GET_SIZE(seq_obj)) return PySequence_Fast_ITEMS(seq_obj)[k];
+    PyErr_SetString(PyExc_RuntimeError, "the leaves list changed size during unflatten");
+    return nullptr;
+  });
 }
 
 PyObject* PyTreeUnflatten(PyObject*, PyObject* const* args, Py_ssize_t nargs,
