@@ -360,3 +360,10 @@ def _broadcast_to_and_flatten(
         return None
     return result
 
+
+# torch integration (python/cpytree/_torch): install() / uninstall() swap torch's
+# pytree functions for this module's; CPYTREE_INSTALL=1 installs at import.
+from ._torch import install, is_installed, uninstall  # noqa: E402
+from ._torch import install_from_environment as _install_from_environment  # noqa: E402
+
+_install_from_environment()

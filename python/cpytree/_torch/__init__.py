@@ -1,0 +1,289 @@
+"""`cpytree.install()`: make a live torch run its pytree work in cpytree's engine.
+
+    import cpytree
+    cpytree.install()      # torch.utils._pytree.tree_map & co. are cpytree's now
+    ...                    # torch.compile / export / eager: results unchanged
+    cpytree.uninstall()    # torch exactly as before
+
+Or set `CPYTREE_INSTALL=1` in the environment: `import cpytree` then installs.
+
+What install() does, in order (uninstall() undoes each step):
+
+1. Registries: torch's and cpytree's become one while installed
+   (`_registry.RegistryMirror`): every type either knows is a node in both,
+   and every later (de)registration through either API reaches the other.
+2. Spec interop: if the engine's TreeSpec can pose as torch's
+   (`_spec_interop`), it is switched on and the functions that return or take
+   specs are swapped too ("full" mode); otherwise only the functions that
+   never expose a spec are ("spec-free" mode).
+3. Functions: each name of `TARGETS` whose cpytree version runs on the C++
+   engine replaces torch's module attribute, after Dynamo has been told to
+   trace torch's Python original in its place (`_dynamo.DynamoHooks`), so
+   compiled code traces what it traced before: no new graph breaks.
+4. Import-time bindings: torch modules that did
+   `from torch.utils._pytree import tree_map` hold the original function, not
+   the module attribute; `rebind_imports=True` (the default) patches those
+   bindings too. FakeTensor's `tree_map` is one: it runs on every operator
+   FakeTensor sees during a compile.
+
+Nothing is wrapped: torch's names point at cpytree's C functions themselves,
+and torch's Python helpers (`tree_map_only`, `tree_all`, ...) reach them
+through their module globals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import sys
+import threading
+import warnings
+from types import ModuleType
+from typing import Any
+
+from . import _dynamo, _spec_interop
+from ._patch import Patches, find_bindings
+from ._patch import rebind_imports as _rebind_imports
+from ._registry import RegistryMirror
+
+__all__ = ["install", "is_installed", "status", "uninstall"]
+
+FREE = "spec-free"  # never returns or takes a TreeSpec or key path
+SPEC = "spec"  # returns or takes a TreeSpec: needs the engine's spec interop
+KEYS = "keys"  # returns key paths: needs key entries of torch's classes
+SPEC_KEYS = "spec+keys"  # both
+
+# (torch module, attribute, kind): what install() may swap for cpytree's
+# function of the same name. `tree_is_leaf` is deliberately absent: Dynamo
+# maps torch's `tree_is_leaf` to a special variable by the object found at
+# `torch.utils._pytree.tree_is_leaf` when it (re)builds its rule table, which
+# `torch.distributed.init_process_group` triggers at any time; the function
+# is one dict lookup, so swapping it buys nothing worth that hazard.
+TARGETS: tuple[tuple[str, str, str], ...] = (
+    ("torch.utils._pytree", "tree_leaves", FREE),
+    ("torch.utils._pytree", "tree_iter", FREE),
+    ("torch.utils._pytree", "arg_tree_leaves", FREE),
+    ("torch.utils._pytree", "tree_map", FREE),
+    ("torch.utils._pytree", "tree_map_", FREE),
+    ("torch.utils._pytree", "tree_flatten", SPEC),
+    ("torch.utils._pytree", "tree_structure", SPEC),
+    ("torch.utils._pytree", "tree_unflatten", SPEC),
+    ("torch.fx._pytree", "tree_flatten_spec", SPEC),
+    ("torch.utils._pytree", "tree_flatten_with_path", SPEC_KEYS),
+    ("torch.utils._pytree", "tree_leaves_with_path", KEYS),
+    ("torch.utils._pytree", "tree_map_with_path", KEYS),
+)
+
+# cpytree modules whose functions are the pure-Python implementation: swapping
+# one of those into torch would only change which registry is consulted.
+_PYTHON_MODULES = frozenset({"cpytree._reference", "cpytree._keys"})
+
+_ENV_VAR = "CPYTREE_INSTALL"
+_LOCK = threading.RLock()  # held by install() and uninstall() for their whole run
+
+
+@dataclasses.dataclass
+class _Installed:
+    """Everything install() changed, for uninstall() and status()."""
+
+    patches: Patches
+    mirror: RegistryMirror
+    dynamo: _dynamo.DynamoHooks
+    mode: str
+    swapped: list[str]
+    skipped: dict[str, str]
+    rebound: int
+    spec_interop: bool
+    # id(replacement) -> (replacement, original), for bindings made after install
+    undo_map: dict[int, tuple[Any, Any]]
+
+
+_state: _Installed | None = None
+
+
+def is_installed() -> bool:
+    """Whether install() is in effect."""
+    return _state is not None
+
+
+def status() -> dict[str, Any]:
+    """What install() did: mode, swapped and skipped names (with reasons), rebound count."""
+    state = _state
+    if state is None:
+        return {"installed": False}
+    return {
+        "installed": True,
+        "mode": state.mode,
+        "swapped": list(state.swapped),
+        "skipped": dict(state.skipped),
+        "rebound_imports": state.rebound,
+    }
+
+
+def _fx_flatten_spec_is_default(fx_pytree: ModuleType) -> bool:
+    """Whether torch.fx._pytree holds only torch's own flatten-spec registrations."""
+    import collections
+
+    import torch.return_types
+
+    defaults = {dict, list, tuple, collections.namedtuple, *torch.return_types.all_return_types}
+    return set(fx_pytree.SUPPORTED_NODES) <= defaults
+
+
+def _why_not(
+    name: str, kind: str, fast: Any, original: Any, blockers: dict[str, str | None]
+) -> str | None:
+    """Why `name` must stay torch's, or None if cpytree's may replace it."""
+    if original is None:
+        return "torch has no such function"
+    if fast is None:
+        return "cpytree has no such function"
+    if getattr(fast, "__module__", None) in _PYTHON_MODULES:
+        return "cpytree's version is the pure-Python reference (no speed to gain)"
+    return blockers.get(kind)
+
+
+def install(*, rebind_imports: bool = True) -> None:
+    """Make torch's pytree functions cpytree's C++ ones (see the module docstring).
+
+    Idempotent: a second call while installed does nothing. With the
+    pure-Python fallback engine there is nothing to gain, so install() warns
+    and leaves torch alone. Raises ImportError when torch is not installed.
+    """
+    global _state
+    with _LOCK:
+        if _state is not None:
+            return
+        import cpytree
+
+        if cpytree.ENGINE != "cpp":
+            warnings.warn(
+                "cpytree.install(): the C++ engine is not available; torch left unchanged.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return
+        import torch.fx._pytree
+        import torch.utils._pytree as tp
+
+        has_dynamo = _dynamo.available()  # imports torch._dynamo (about a second, once)
+        patches, hooks = Patches(), _dynamo.DynamoHooks()
+        mirror = RegistryMirror(tp, cpytree._reference)
+        spec_ready = False
+        try:
+            mirror.start(patches)
+            originals = {"tree_structure": tp.tree_structure}
+            spec_blocker = _spec_interop.enable(cpytree, tp, originals)
+            spec_ready = spec_blocker is None
+            keys_blocker = _spec_interop.key_paths_ready(cpytree, tp)
+            blockers: dict[str, str | None] = {
+                FREE: None,
+                SPEC: spec_blocker,
+                KEYS: keys_blocker,
+                SPEC_KEYS: spec_blocker or keys_blocker,
+            }
+            swapped: list[str] = []
+            skipped: dict[str, str] = {}
+            replacements: dict[int, tuple[Any, Any]] = {}
+            for module_name, name, kind in TARGETS:
+                module = sys.modules.get(module_name) or importlib.import_module(module_name)
+                original = vars(module).get(name)
+                fast = getattr(cpytree, name, None)
+                qualified = f"{module_name}.{name}"
+                reason = _why_not(name, kind, fast, original, blockers)
+                if (
+                    reason is None
+                    and module is torch.fx._pytree
+                    and not _fx_flatten_spec_is_default(module)
+                ):
+                    reason = "torch.fx._pytree has custom flatten-spec registrations"
+                if reason is None and has_dynamo:
+                    try:
+                        hooks.substitute(fast, original)
+                    except (TypeError, ValueError) as error:
+                        reason = f"Dynamo substitution refused: {error}"
+                if reason is not None:
+                    skipped[qualified] = reason
+                    continue
+                patches.set(module, name, fast)
+                replacements[id(original)] = (original, fast)
+                swapped.append(qualified)
+            if spec_ready and has_dynamo:
+                hooks.add_spec_handlers(
+                    cpytree.TreeSpec, lambda spec: _spec_interop.to_torch_spec(spec, tp)
+                )
+            rebound = 0
+            if rebind_imports:
+                rebound = _rebind_imports(
+                    patches, {**replacements, **mirror.wrappers()}, skip=("torch.utils._pytree",)
+                )
+        except BaseException:
+            hooks.remove_all()
+            patches.undo()
+            mirror.stop()
+            if spec_ready:
+                _spec_interop.disable(cpytree)
+            raise
+        undo_map = {id(new): (new, old) for old, new in (*replacements.values(),
+                                                         *mirror.wrappers().values())}  # fmt: skip
+        _state = _Installed(
+            patches=patches,
+            mirror=mirror,
+            dynamo=hooks,
+            mode="full" if spec_ready else FREE,
+            swapped=swapped,
+            skipped=skipped,
+            rebound=rebound,
+            spec_interop=spec_ready,
+            undo_map=undo_map,
+        )
+
+
+def uninstall() -> None:
+    """Undo install() exactly: every attribute, registration and Dynamo rule it added.
+
+    Also resets bindings that torch modules imported after install() made to
+    cpytree's functions (`from torch.utils._pytree import tree_map` ran while
+    installed). A no-op when not installed. In full mode the engine's specs
+    keep posing as torch's afterwards (those made while installed may still
+    be held by torch objects); that is cpytree's state, not torch's.
+    """
+    global _state
+    with _LOCK:
+        state = _state
+        if state is None:
+            return
+        state.dynamo.remove_all()
+        skipped = state.patches.undo()
+        late = {key: pair[0] for key, pair in state.undo_map.items()}
+        for module_name, attr in find_bindings(late, skip=()):
+            module = sys.modules[module_name]
+            setattr(module, attr, state.undo_map[id(vars(module)[attr])][1])
+        state.mirror.stop()
+        # The engine's spec interop stays on: specs made while installed live
+        # on in torch objects (an ExportedProgram's call_spec, AOTAutograd's
+        # runtime wrappers) that torch's own functions must still accept.
+        _state = None
+    if skipped:
+        warnings.warn(
+            "cpytree.uninstall(): left alone because they were replaced after install(): "
+            + ", ".join(skipped),
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+
+def install_from_environment() -> None:
+    """install() if CPYTREE_INSTALL is set to a true value (1, true, yes, on)."""
+    value = os.environ.get(_ENV_VAR, "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return
+    try:
+        install()
+    except ImportError as error:
+        warnings.warn(
+            f"{_ENV_VAR}={value}: torch could not be imported ({error}); nothing installed.",
+            RuntimeWarning,
+            stacklevel=3,
+        )

@@ -1,0 +1,113 @@
+"""Attribute replacements that can be undone exactly.
+
+`Patches` records every module attribute that `cpytree.install()` sets, with
+the value it replaced, and undoes them in reverse order. `rebind_imports`
+finds the torch modules that bound a function by name at import
+(`from torch.utils._pytree import tree_map`) and patches those bindings too.
+
+Example:
+    >>> patches = Patches()
+    >>> patches.set(module, "tree_map", fast_tree_map)
+    >>> patches.undo()          # module.tree_map is the original again
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping
+from types import ModuleType
+from typing import Any
+
+_MISSING = object()
+
+# Module name prefixes whose import-time bindings install() rebinds.
+TORCH_PREFIXES = ("torch.", "functorch.")
+
+
+class Patches:
+    """An undo log of module attribute replacements (not thread-safe: callers lock)."""
+
+    def __init__(self) -> None:
+        # (module, name, previous value or _MISSING, value set), in the order made.
+        self._records: list[tuple[ModuleType, str, Any, Any]] = []
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def set(self, module: ModuleType, name: str, value: Any) -> None:
+        """Set `module.name = value`, remembering what was there."""
+        previous = vars(module).get(name, _MISSING)
+        setattr(module, name, value)
+        self._records.append((module, name, previous, value))
+
+    def values_set(self) -> dict[int, Any]:
+        """id -> value, for every value these patches installed."""
+        return {id(value): value for _, _, _, value in self._records}
+
+    def names(self) -> list[str]:
+        """`module.name` of every patch, in the order made."""
+        return [f"{module.__name__}.{name}" for module, name, _, _ in self._records]
+
+    def undo(self) -> list[str]:
+        """Restore every patched attribute, newest first.
+
+        An attribute someone else replaced after we patched it is left alone
+        (restoring it would undo their change); its `module.name` is returned.
+        """
+        skipped = []
+        while self._records:
+            module, name, previous, value = self._records.pop()
+            if vars(module).get(name, _MISSING) is not value:
+                skipped.append(f"{module.__name__}.{name}")
+            elif previous is _MISSING:
+                delattr(module, name)
+            else:
+                setattr(module, name, previous)
+        return skipped
+
+
+def _torch_modules(skip: Iterable[str]) -> Iterable[tuple[str, dict[str, Any]]]:
+    """(name, namespace) of every loaded torch module not in `skip`."""
+    skipped = set(skip)
+    for name, module in list(sys.modules.items()):  # a copy: imports may run meanwhile
+        if name in skipped or not (name == "torch" or name.startswith(TORCH_PREFIXES)):
+            continue
+        namespace = getattr(module, "__dict__", None)
+        if isinstance(namespace, dict):
+            yield name, namespace
+
+
+def find_bindings(replacements: Mapping[int, Any], skip: Iterable[str]) -> list[tuple[str, str]]:
+    """(module name, attribute) of torch module attributes bound to a value in `replacements`.
+
+    `replacements` maps id(value) -> value; a binding matches when it *is* one
+    of the values. About 10 ms over the ~1,300 torch modules a compile loads:
+    most namespaces are rejected by one set operation in C.
+    """
+    found = []
+    wanted = replacements.keys()
+    for module_name, namespace in _torch_modules(skip):
+        if wanted.isdisjoint(map(id, namespace.values())):
+            continue
+        for attr, value in list(namespace.items()):
+            if replacements.get(id(value), _MISSING) is value:
+                found.append((module_name, attr))
+    return found
+
+
+def rebind_imports(
+    patches: Patches, originals_to_new: Mapping[int, tuple[Any, Any]], skip: Iterable[str]
+) -> int:
+    """Patch torch modules' import-time bindings of originals to their replacements.
+
+    `originals_to_new` maps id(original) -> (original, replacement). Returns
+    the number of bindings patched.
+    """
+    originals = {key: pair[0] for key, pair in originals_to_new.items()}
+    count = 0
+    for module_name, attr in find_bindings(originals, skip):
+        module = sys.modules[module_name]
+        value = vars(module)[attr]
+        patches.set(module, attr, originals_to_new[id(value)][1])
+        count += 1
+    return count

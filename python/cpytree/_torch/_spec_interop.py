@@ -1,0 +1,108 @@
+"""Whether the engine's TreeSpec (and key entries) can stand in for torch's.
+
+Swapping a function that returns or takes a TreeSpec (`tree_flatten`,
+`tree_structure`, `tree_unflatten`, `tree_flatten_spec`) sends engine specs
+into torch code that does `isinstance(spec, TreeSpec)` against a class it
+imported by name, compares them with torch specs, hashes them next to torch
+specs, reads `spec._context`/`spec._children`, builds torch specs with engine
+children (`treespec_tuple([out_spec])`), hands torch specs back to
+`tree_unflatten`, and pickles them into on-disk caches that a process without
+cpytree may read. None of that can be arranged from Python for a static C
+type, so the engine provides it behind one switch,
+`cpytree._C._set_torch_spec_classes(TreeSpec, LeafSpec)`, and install() turns
+it on only when every behaviour below checks out (`enable` returns why not
+otherwise). Until then install() swaps only the functions that never expose
+a spec.
+
+The same holds for key paths: `tree_flatten_with_path` and friends must
+produce torch's `SequenceKey`/`MappingKey`/`GetAttrKey`, which torch code
+matches with isinstance; `key_paths_ready` checks that.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections import OrderedDict
+from types import ModuleType
+from typing import Any
+
+HOOK = "_set_torch_spec_classes"
+
+# One tree with every builtin node kind that has a context.
+_SAMPLE = {"a": [1, (2, 3)], "b": None, "c": OrderedDict(x=4)}
+
+
+def _checks(
+    cpytree: ModuleType, tp: ModuleType, originals: dict[str, Any]
+) -> list[tuple[str, Any]]:
+    """(what torch needs, a thunk returning whether the engine provides it)."""
+    leaves, spec = cpytree.tree_flatten(_SAMPLE)
+    torch_spec = originals["tree_structure"](_SAMPLE)
+    child = spec.child(0)
+    return [
+        ("isinstance(spec, torch TreeSpec) for engine specs",
+         lambda: isinstance(spec, tp.TreeSpec) and isinstance(child.child(0), tp.TreeSpec)),
+        ("engine spec == torch spec, both ways",
+         lambda: spec == torch_spec and torch_spec == spec and spec != tp.treespec_leaf()),
+        ("hash(engine spec) == hash(equal torch spec)", lambda: hash(spec) == hash(torch_spec)),
+        ("spec._context and spec._children",
+         lambda: spec._context == torch_spec._context and spec._children == torch_spec._children),
+        ("tree_unflatten(leaves, torch spec)",
+         lambda: cpytree.tree_unflatten(leaves, torch_spec) == _SAMPLE),
+        ("TreeSpec(type, context, [torch specs])",
+         lambda: cpytree.TreeSpec(tuple, None, [torch_spec]) == tp.TreeSpec(tuple, None, [spec])),
+        ("pickle.loads(pickle.dumps(spec)) is a torch TreeSpec (readable without cpytree)",
+         lambda: type(pickle.loads(pickle.dumps(spec))) is tp.TreeSpec),
+    ]  # fmt: skip
+
+
+def _first_failure(checks: list[tuple[str, Any]]) -> str | None:
+    for what, check in checks:
+        try:
+            ok = check()
+        except Exception as error:  # noqa: BLE001 - any failure means "not ready"
+            return f"{what}: {type(error).__name__}: {error}"
+        if not ok:
+            return f"{what}: not provided by the engine"
+    return None
+
+
+def enable(cpytree: ModuleType, tp: ModuleType, originals: dict[str, Any]) -> str | None:
+    """Turn the engine's torch spec interop on. None on success, else why not (left off)."""
+    setter = getattr(cpytree._C, HOOK, None)
+    if setter is None:
+        return f"cpytree._C.{HOOK} is missing (C++ TreeSpec interop not built)"
+    try:
+        setter(tp.TreeSpec, tp.LeafSpec)
+    except Exception as error:  # noqa: BLE001
+        return f"cpytree._C.{HOOK} failed: {type(error).__name__}: {error}"
+    reason = _first_failure(_checks(cpytree, tp, originals))
+    if reason is not None:
+        setter(None, None)
+    return reason
+
+
+def disable(cpytree: ModuleType) -> None:
+    """Turn the engine's torch spec interop off (a no-op if it never existed)."""
+    setter = getattr(cpytree._C, HOOK, None)
+    if setter is not None:
+        setter(None, None)
+
+
+def key_paths_ready(cpytree: ModuleType, tp: ModuleType) -> str | None:
+    """None when cpytree's key paths are made of torch's key classes, else why not."""
+    try:
+        ((path, _),) = cpytree.tree_leaves_with_path({"k": [1]})
+    except Exception as error:  # noqa: BLE001
+        return f"tree_leaves_with_path: {type(error).__name__}: {error}"
+    if type(path[0]) is not tp.MappingKey or type(path[1]) is not tp.SequenceKey:
+        return "key entries are cpytree's classes, not torch's SequenceKey/MappingKey/GetAttrKey"
+    return None
+
+
+def to_torch_spec(spec: Any, tp: ModuleType) -> Any:
+    """The torch TreeSpec equal to an engine spec (for code Dynamo traces)."""
+    if spec.is_leaf():
+        return tp._LEAF_SPEC
+    children = [to_torch_spec(child, tp) for child in spec.children()]
+    return tp.TreeSpec(spec.type, spec.context, children)
