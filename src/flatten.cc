@@ -255,7 +255,7 @@ PyObject* FinishSpec(SpecBuilder* b) {
     Py_INCREF(LeafSpec());
     return LeafSpec();
   }
-  return InternView(b->View());
+  return InternBuilder(b);
 }
 
 namespace {
@@ -347,6 +347,7 @@ ScratchBuilder::ScratchBuilder() {
 ScratchBuilder::~ScratchBuilder() {
   b_->Clear();
   if (cached_) {
+    b_->Trim(1 << 20);
     t_cached_in_use = false;
   } else {
     delete b_;

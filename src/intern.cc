@@ -168,32 +168,61 @@ int IdentityEqual(PyObject* a, PyObject* b, int depth) {
   return r;
 }
 
-PyObject* InternView(SpecView v) {
-  std::size_t hash;
-  if (!ViewHash(v, &hash)) {
-    // Not identity-hashable (e.g. an unhashable custom context): a private spec.
-    TreeSpecObject* s = NewSpecFromRange(v, 0, v.num_nodes - 1);
-    return reinterpret_cast<PyObject*>(s);
-  }
+namespace {
+
+// The interned spec equal to `v`, or null (no exception) if there is none.
+// Returns a new reference.
+TreeSpecObject* FindInterned(SpecView v, std::size_t hash) {
   auto it = g_table->find(hash);
   TreeSpecObject* cand = it == g_table->end() ? nullptr : it->second;
   if (cand != nullptr) Py_INCREF(cand);
   while (cand != nullptr) {
     // `cand` is held strongly: user __eq__ inside SameStructure may drop the
     // table's last reference to it or relink the chain.
-    if (SameStructure(v, cand)) return reinterpret_cast<PyObject*>(cand);
+    if (SameStructure(v, cand)) return cand;
     TreeSpecObject* next = cand->interned ? cand->intern_next : nullptr;
     Py_XINCREF(next);
     Py_DECREF(cand);
     cand = next;
   }
-  TreeSpecObject* s = NewSpecFromRange(v, 0, v.num_nodes - 1);
-  if (s == nullptr) return nullptr;
+  return nullptr;
+}
+
+void Link(TreeSpecObject* s, std::size_t hash) {
   s->intern_hash = hash;
   s->interned = true;
   TreeSpecObject*& head = (*g_table)[hash];
   s->intern_next = head;
   head = s;
+}
+
+}  // namespace
+
+PyObject* InternView(SpecView v) {
+  std::size_t hash;
+  bool hashable = ViewHash(v, &hash);
+  if (hashable) {
+    if (TreeSpecObject* found = FindInterned(v, hash)) return reinterpret_cast<PyObject*>(found);
+  }
+  // New, or not identity-hashable (e.g. an unhashable custom context): then
+  // the spec stays private to its caller.
+  TreeSpecObject* s = NewSpecFromRange(v, 0, v.num_nodes - 1);
+  if (s != nullptr && hashable) Link(s, hash);
+  return reinterpret_cast<PyObject*>(s);
+}
+
+PyObject* InternBuilder(SpecBuilder* b) {
+  SpecView v = b->View();
+  std::size_t hash;
+  bool hashable = ViewHash(v, &hash);
+  if (hashable) {
+    if (TreeSpecObject* found = FindInterned(v, hash)) return reinterpret_cast<PyObject*>(found);
+  }
+  // A new structure: the spec takes the builder's arrays (and item
+  // references) instead of copying them; the builder gets fresh storage of
+  // the same capacity so the next flatten does not regrow it.
+  TreeSpecObject* s = NewSpecTakingBuilder(b);
+  if (s != nullptr && hashable) Link(s, hash);
   return reinterpret_cast<PyObject*>(s);
 }
 

@@ -24,6 +24,10 @@ namespace cpytree {
 // The interned spec with the structure of `v` (created if new). New reference.
 PyObject* InternView(SpecView v);
 
+// Like InternView for a builder holding one whole tree: a new spec takes the
+// builder's nodes and items (the builder is left empty). New reference.
+PyObject* InternBuilder(SpecBuilder* b);
+
 // Removes a dying spec from the table.
 void ForgetSpec(TreeSpecObject* spec);
 

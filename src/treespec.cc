@@ -291,7 +291,9 @@ bool InitTreeSpecType() {
 
 PyObject* LeafSpec() { return g_leaf_spec; }
 
-TreeSpecObject* NewSpecFromRange(SpecView v, std::int64_t begin, std::int64_t end) {
+namespace {
+
+TreeSpecObject* AllocSpec() {
   TreeSpecObject* s = PyObject_GC_New(TreeSpecObject, &TreeSpecType);
   if (s == nullptr) return nullptr;
   s->weakrefs = nullptr;
@@ -299,6 +301,33 @@ TreeSpecObject* NewSpecFromRange(SpecView v, std::int64_t begin, std::int64_t en
   s->intern_hash = 0;
   s->eq_hash = -1;
   s->interned = false;
+  s->nodes = nullptr;
+  s->items = nullptr;
+  return s;
+}
+
+}  // namespace
+
+TreeSpecObject* NewSpecTakingBuilder(SpecBuilder* b) {
+  TreeSpecObject* s = AllocSpec();
+  if (s == nullptr) return nullptr;
+  std::size_t node_capacity = b->nodes.capacity(), item_capacity = b->items.capacity();
+  s->nodes = new std::vector<Node>(std::move(b->nodes));
+  s->items = new std::vector<PyObject*>(std::move(b->items));  // the references move too
+  // Re-reserve what the builder had, up to a bound: one huge tree must not
+  // pin its size in the per-thread builder forever.
+  constexpr std::size_t kMaxKept = 1 << 16;
+  b->nodes = std::vector<Node>();
+  b->items = std::vector<PyObject*>();
+  b->nodes.reserve(std::min(node_capacity, kMaxKept));
+  b->items.reserve(std::min(item_capacity, kMaxKept));
+  PyObject_GC_Track(reinterpret_cast<PyObject*>(s));
+  return s;
+}
+
+TreeSpecObject* NewSpecFromRange(SpecView v, std::int64_t begin, std::int64_t end) {
+  TreeSpecObject* s = AllocSpec();
+  if (s == nullptr) return nullptr;
   s->nodes = new std::vector<Node>(v.nodes + begin, v.nodes + end + 1);
   s->items = new std::vector<PyObject*>();
   // Items of the range are contiguous, starting at the root's ctx (pre-order).

@@ -10,6 +10,7 @@
 #ifndef CPYTREE_SRC_TREESPEC_H_
 #define CPYTREE_SRC_TREESPEC_H_
 
+#include <type_traits>
 #include <vector>
 
 #include "common.h"
@@ -51,6 +52,18 @@ struct SpecBuilder {
       v->clear();
     }
     nodes.clear();
+  }
+  // Releases storage beyond `max_kept` entries per array (after Clear), so a
+  // cached builder does not pin the size of the largest tree it ever saw.
+  void Trim(std::size_t max_kept) {
+    auto trim = [max_kept](auto& v) {
+      if (v.capacity() > max_kept) std::remove_reference_t<decltype(v)>().swap(v);
+    };
+    trim(nodes);
+    trim(items);
+    trim(leaves);
+    trim(pending);
+    trim(paths);
   }
   // Appends an owned reference.
   void AddItem(PyObject* owned) { items.push_back(owned); }
@@ -97,6 +110,8 @@ inline SpecView ViewOf(const TreeSpecObject* s) {
 
 // Allocates a spec owning a copy of nodes [begin, end] of `v` and their items.
 TreeSpecObject* NewSpecFromRange(SpecView v, std::int64_t begin, std::int64_t end);
+// Allocates a spec that takes b's nodes and items (one whole tree, root ctx 0).
+TreeSpecObject* NewSpecTakingBuilder(SpecBuilder* b);
 
 // The interned leaf spec (borrowed; alive as long as the module).
 PyObject* LeafSpec();
