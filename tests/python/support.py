@@ -1,0 +1,78 @@
+"""Helpers shared by the test modules (no tests here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any, Callable
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def engine_active() -> bool:
+    """Whether ``cpytree``'s functions are the C++ engine's (not the fallback)."""
+    import cpytree
+    import cpytree._reference as ref
+
+    return cpytree.tree_flatten is not ref.tree_flatten
+
+
+def assert_same_objects(actual: list, expected: list) -> None:
+    """``actual`` and ``expected`` hold the same objects, in the same order."""
+    assert type(actual) is list, f"expected a list, got {type(actual)}"
+    assert len(actual) == len(expected), (len(actual), len(expected))
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        assert a is e, f"item {i}: {a!r} is not {e!r}"
+
+
+def catch(fn: Callable[[], Any]) -> BaseException | None:
+    """The exception ``fn()`` raises, or None."""
+    try:
+        fn()
+    except BaseException as exc:  # noqa: BLE001 - the caller inspects it
+        return exc
+    return None
+
+
+def run_isolated(impl_name: str, scenario: str, timeout: float = 300.0) -> dict[str, dict]:
+    """Run ``_hostile.py <impl_name> <scenario>`` in a fresh interpreter.
+
+    Hostile inputs (100,000-deep trees, cycles, mutation during traversal) can
+    crash a broken engine; a crash must fail the tests that exercise it, not
+    abort the whole session. Returns ``{op: record}`` for every operation the
+    child finished; the special key ``"__process__"`` holds the exit status
+    and the name of the operation running when the child died, if it did.
+    """
+    env = dict(os.environ)
+    # The child must import the very same cpytree: give it this sys.path.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.run(
+        [sys.executable, os.path.join(HERE, "_hostile.py"), impl_name, scenario],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+    results: dict[str, dict] = {}
+    running = None
+    header: dict = {}
+    for line in proc.stdout.splitlines():
+        if not line.startswith("{"):
+            continue
+        rec = json.loads(line)
+        if rec.get("event") == "header":
+            header = rec
+        elif rec.get("event") == "start":
+            running = rec["op"]
+        elif rec.get("event") == "done":
+            results[rec["op"]] = rec
+            running = None
+    results["__process__"] = {
+        "returncode": proc.returncode,
+        "running": running,
+        "stderr": proc.stderr[-4000:],
+        "header": header,
+    }
+    return results
