@@ -33,9 +33,21 @@ class SpecFlattener {
   static constexpr bool kStrict = kMode == Walk::kStrict;
 
  public:
-  SpecFlattener(SpecView v, PyObject* registry, std::vector<PyObject*>* out)
-      : v_(v), registry_(registry), out_(out), limit_(DepthLimit()) {}
-  ~SpecFlattener() { ReleaseFrom(&held_, 0); }
+  // `scratch` lends its (empty) arrays as the walk's stacks: no allocation per
+  // call once the per-thread builder has grown.
+  SpecFlattener(SpecView v, PyObject* registry, std::vector<PyObject*>* out, SpecBuilder* scratch)
+      : v_(v),
+        registry_(registry),
+        out_(out),
+        held_(scratch->pending),
+        idx_(scratch->indices),
+        keys_(scratch->items),
+        limit_(DepthLimit()) {}
+  ~SpecFlattener() {
+    ReleaseFrom(&held_, 0);
+    ReleaseFrom(&keys_, 0);
+    idx_.clear();
+  }
 
   // After a failed Visit: raises the pending mismatch, if that was the cause.
   void RaisePending() { err_.Raise(); }
@@ -61,10 +73,12 @@ class SpecFlattener {
       if (s.kind == NodeKind::kTuple && t == &PyTuple_Type) return VisitTuple(i, node, depth);
       if (s.kind == NodeKind::kList && t == &PyList_Type) return VisitList(i, node, depth);
       if (s.kind == NodeKind::kDict && t == &PyDict_Type) {
+        // Strict checks each key as it goes; up-to must know first whether
+        // the keys are in the spec's order (else it matches by key set).
+        if constexpr (kStrict) return VisitDict(i, node, depth);
         int same = SameKeysInOrder(s, node);
         if (same < 0) return false;
         if (same) return VisitDict(i, node, depth);
-        if constexpr (kStrict) return DictKeysMismatch(s, v_.items + s.ctx, node) > 0;
       }
     }
     std::size_t base = held_.size();
@@ -150,9 +164,14 @@ class SpecFlattener {
     return 1;
   }
 
-  // An exact dict whose keys SameKeysInOrder accepted.
+  // An exact dict for a dict spec node. Strict mode checks each key here;
+  // up-to mode comes here only after SameKeysInOrder.
   bool VisitDict(std::int64_t i, PyObject* dict, int depth) {
     const Node& s = v_.nodes[i];
+    if (PyDict_GET_SIZE(dict) != s.arity) {
+      return (kStrict ? DictKeysMismatch(s, v_.items + s.ctx, dict) : Arity(s, PyDict_GET_SIZE(dict))) > 0;
+    }
+    PyObject* const* expected = v_.items + s.ctx;
     std::size_t ibase = PushChildren(i);
     Py_ssize_t pos = 0;
     PyObject *key, *value;
@@ -160,6 +179,11 @@ class SpecFlattener {
       // User code below may have changed the dict: then it is a mismatch.
       if (!PyDict_Next(dict, &pos, &key, &value) || PyDict_GET_SIZE(dict) != s.arity) {
         return Arity(s, PyDict_GET_SIZE(dict)) > 0;
+      }
+      if (kStrict && key != expected[k]) {
+        Ref held_key = Ref::Borrow(key);
+        int eq = PyObject_RichCompareBool(key, expected[k], Py_EQ);
+        if (eq <= 0) return eq == 0 && DictKeysMismatch(s, expected, dict) > 0;
       }
       Ref child = Ref::Borrow(value);
       if (!VisitChild(i, k, ChildAt(ibase, s.arity, k), child.get(), depth)) return false;
@@ -540,16 +564,17 @@ class SpecFlattener {
   SpecView v_;
   PyObject* registry_;
   std::vector<PyObject*>* out_;
-  std::vector<PyObject*> held_;
-  std::vector<std::int64_t> idx_;  // child indices of the nodes being visited
-  std::vector<PyObject*> keys_;    // scratch: a dict's keys (empty between uses)
+  std::vector<PyObject*>& held_;    // owned children snapshots, a stack by level
+  std::vector<std::int64_t>& idx_;  // child indices of the nodes being visited
+  std::vector<PyObject*>& keys_;    // a dict's keys (empty between uses)
   PathError err_;  // a mismatch and its key path, collected while unwinding
   int limit_;
 };
 
 template <Walk kMode>
-bool WalkInto(SpecView v, PyObject* tree, PyObject* registry, std::vector<PyObject*>* out) {
-  SpecFlattener<kMode> f(v, registry, out);
+bool WalkInto(SpecView v, PyObject* tree, PyObject* registry, std::vector<PyObject*>* out,
+              SpecBuilder* scratch) {
+  SpecFlattener<kMode> f(v, registry, out, scratch);
   bool ok = f.Visit(v.root_index(), tree, 0);
   if (!ok) f.RaisePending();
   return ok;
@@ -557,18 +582,20 @@ bool WalkInto(SpecView v, PyObject* tree, PyObject* registry, std::vector<PyObje
 
 template <Walk kMode>
 PyObject* FlattenAgainst(PyObject* spec, PyObject* tree, PyObject* registry) {
-  std::vector<PyObject*> out;
-  if (!WalkInto<kMode>(ViewOf(reinterpret_cast<TreeSpecObject*>(spec)), tree, registry, &out)) {
-    ReleaseFrom(&out, 0);
+  ScratchBuilder b;
+  std::vector<PyObject*>* out = &b->leaves;  // released by ~ScratchBuilder on error
+  if (!WalkInto<kMode>(ViewOf(reinterpret_cast<TreeSpecObject*>(spec)), tree, registry, out,
+                       b.get())) {
     return nullptr;
   }
-  return StealIntoList(&out);
+  return StealIntoList(out);
 }
 
 }  // namespace
 
 bool FlattenUpTo(SpecView v, PyObject* tree, std::vector<PyObject*>* out) {
-  return WalkInto<Walk::kUpTo>(v, tree, nullptr, out);
+  ScratchBuilder b;
+  return WalkInto<Walk::kUpTo>(v, tree, nullptr, out, b.get());
 }
 
 PyObject* SpecFlatten(PyObject* spec, PyObject* tree) {

@@ -131,15 +131,6 @@ int IsNamedTupleClass(PyTypeObject* type) {
          IsCallableAttr(cls, g_builtins.str_asdict);
 }
 
-NodeKind KindOf(PyObject* obj, const Registration** reg, bool* error) {
-  PyTypeObject* type = Py_TYPE(obj);
-  if (type == &PyTuple_Type) return NodeKind::kTuple;
-  if (type == &PyList_Type) return NodeKind::kList;
-  if (type == &PyDict_Type) return NodeKind::kDict;
-  if (obj == Py_None || IsPlainScalarLeaf(type)) return NodeKind::kLeaf;
-  return Classify(obj, reg, error);
-}
-
 bool RegisterNode(PyObject* type, PyObject* flatten_fn, PyObject* unflatten_fn,
                   PyObject* flatten_with_keys_fn) {
   std::lock_guard<std::mutex> lock(writer_mutex);

@@ -107,7 +107,14 @@ inline NodeKind Classify(PyObject* obj, const Registration** reg, bool* error) {
 }
 
 // The kind of any object (including exact builtins). Sets *reg for kCustom.
-NodeKind KindOf(PyObject* obj, const Registration** reg, bool* error);
+inline NodeKind KindOf(PyObject* obj, const Registration** reg, bool* error) {
+  PyTypeObject* type = Py_TYPE(obj);
+  if (type == &PyTuple_Type) return NodeKind::kTuple;
+  if (type == &PyList_Type) return NodeKind::kList;
+  if (type == &PyDict_Type) return NodeKind::kDict;
+  if (obj == Py_None || IsPlainScalarLeaf(type)) return NodeKind::kLeaf;
+  return Classify(obj, reg, error);
+}
 
 // Registers `type` as a custom node (replacing an earlier registration).
 bool RegisterNode(PyObject* type, PyObject* flatten_fn, PyObject* unflatten_fn,

@@ -40,6 +40,7 @@ struct SpecBuilder {
   std::vector<PyObject*> leaves;
   std::vector<PyObject*> pending;
   std::vector<PyObject*> paths;  // (KeyPath, leaf) pairs of a flatten with paths
+  std::vector<std::int64_t> indices;  // spec walks: child indices being visited
 
   SpecBuilder() = default;
   SpecBuilder(const SpecBuilder&) = delete;
@@ -52,6 +53,7 @@ struct SpecBuilder {
       v->clear();
     }
     nodes.clear();
+    indices.clear();
   }
   // Releases storage beyond `max_kept` entries per array (after Clear), so a
   // cached builder does not pin the size of the largest tree it ever saw.
@@ -64,6 +66,7 @@ struct SpecBuilder {
     trim(leaves);
     trim(pending);
     trim(paths);
+    trim(indices);
   }
   // Appends an owned reference.
   void AddItem(PyObject* owned) { items.push_back(owned); }
