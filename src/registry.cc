@@ -3,6 +3,7 @@
 #include "registry.h"
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -112,9 +113,53 @@ const Registration* LookupRegistration(PyTypeObject* type) {
   return it == map->end() ? nullptr : it->second;
 }
 
+namespace {
+
+// Answers of IsNamedTupleClass, direct-mapped by type pointer and validated
+// by the type's version tag: CPython gives every type a fresh tag (a global
+// counter) and invalidates it when the type or a base is modified, so a hit
+// with a matching valid tag is the answer for this very type, unchanged.
+// Touched only with the GIL held (free-threaded builds: make it per thread).
+struct NamedTupleCacheEntry {
+  PyTypeObject* type = nullptr;
+  unsigned int version_tag = 0;
+  bool is_namedtuple = false;
+};
+NamedTupleCacheEntry g_namedtuple_cache[64];
+
+NamedTupleCacheEntry& CacheSlot(PyTypeObject* type) {
+  return g_namedtuple_cache[(reinterpret_cast<std::uintptr_t>(type) >> 4) & 63];
+}
+
+bool HasValidVersionTag(PyTypeObject* type) {
+  return PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG) && type->tp_version_tag != 0;
+}
+
+int ComputeIsNamedTupleClass(PyTypeObject* type);
+
+}  // namespace
+
 int IsNamedTupleClass(PyTypeObject* type) {
+  NamedTupleCacheEntry& slot = CacheSlot(type);
+  if (slot.type == type && HasValidVersionTag(type) && slot.version_tag == type->tp_version_tag) {
+    return slot.is_namedtuple;
+  }
+  int r = ComputeIsNamedTupleClass(type);
+  // The attribute lookups above assigned the type a version tag if it can
+  // have one; without a valid tag the answer is not cached.
+  if (r >= 0 && HasValidVersionTag(type)) {
+    slot.type = type;
+    slot.version_tag = type->tp_version_tag;
+    slot.is_namedtuple = r == 1;
+  }
+  return r;
+}
+
+namespace {
+
+int ComputeIsNamedTupleClass(PyTypeObject* type) {
   // torch: issubclass(cls, tuple), `_fields` a tuple of exact str, `_make` and
-  // `_asdict` callable. Attribute lookups on a type hit CPython's method cache.
+  // `_asdict` callable.
   PyObject* cls = reinterpret_cast<PyObject*>(type);
   PyObject* fields = PyObject_GetAttr(cls, g_builtins.str_fields);
   if (fields == nullptr) {
@@ -130,6 +175,8 @@ int IsNamedTupleClass(PyTypeObject* type) {
   return ok && IsCallableAttr(cls, g_builtins.str_make) &&
          IsCallableAttr(cls, g_builtins.str_asdict);
 }
+
+}  // namespace
 
 bool RegisterNode(PyObject* type, PyObject* flatten_fn, PyObject* unflatten_fn,
                   PyObject* flatten_with_keys_fn) {
