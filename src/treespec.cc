@@ -146,6 +146,16 @@ PyObject* MethodReduce(PyObject* self, PyObject*) {
                        context.get(), children.get());
 }
 
+// Bytes owned by the spec: the object, its node array and its item array (the
+// items themselves are shared Python objects: dict keys, classes, contexts).
+PyObject* MethodSizeOf(PyObject* self, PyObject*) {
+  TreeSpecObject* s = AsSpec(self);
+  std::size_t bytes = Py_TYPE(self)->tp_basicsize + sizeof(std::vector<Node>) +
+                      sizeof(std::vector<PyObject*>) + s->nodes->capacity() * sizeof(Node) +
+                      s->items->capacity() * sizeof(PyObject*);
+  return PyLong_FromSize_t(bytes);
+}
+
 PyObject* MethodCopy(PyObject* self, PyObject*) {
   Py_INCREF(self);  // immutable: a copy is the spec itself
   return self;
@@ -260,6 +270,7 @@ PyMethodDef kMethods[] = {
      "__repr__($self, indent=0)\n--\n\nThe text torch prints, children indented by indent+2."},
     {"__reduce__", MethodReduce, METH_NOARGS, nullptr},
     {"__copy__", MethodCopy, METH_NOARGS, nullptr},
+    {"__sizeof__", MethodSizeOf, METH_NOARGS, nullptr},
     {"__deepcopy__", MethodDeepCopy, METH_O, nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
@@ -309,6 +320,15 @@ TreeSpecObject* AllocSpec() {
 }  // namespace
 
 TreeSpecObject* NewSpecTakingBuilder(SpecBuilder* b) {
+  // Taking the arrays pays when they are about the tree's size; a builder
+  // grown by an earlier, larger tree would hand its slack to the spec.
+  auto tight = [](std::size_t size, std::size_t capacity) {
+    return capacity <= size + size / 2 + 16;
+  };
+  if (!tight(b->nodes.size(), b->nodes.capacity()) ||
+      !tight(b->items.size(), b->items.capacity())) {
+    return NewSpecFromRange(b->View(), 0, static_cast<std::int64_t>(b->nodes.size()) - 1);
+  }
   TreeSpecObject* s = AllocSpec();
   if (s == nullptr) return nullptr;
   std::size_t node_capacity = b->nodes.capacity(), item_capacity = b->items.capacity();
