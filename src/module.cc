@@ -1,5 +1,6 @@
 // Module init of cpytree._C and its method table.
 #include "api.h"
+#include "treespec.h"
 #include "intern.h"
 #include "registry.h"
 #include "treespec.h"
@@ -52,6 +53,9 @@ PyMethodDef kModuleMethods[] = {
     {"_set_key_types", FASTCALL_KW(PySetKeyTypes), METH_FASTCALL,
      "_set_key_types(SequenceKey, MappingKey, GetAttrKey, /)\n--\n\n"
      "Hands the key entry classes of cpytree._keys to the engine."},
+    {"_set_constant_types", PySetConstantTypes, METH_O,
+     "_set_constant_types(classes, /)\n--\n\n"
+     "Context classes of register_constant nodes (hash(spec) hashes their .value)."},
     {"_register_node", FASTCALL_KW(PyRegisterNode), METH_FASTCALL,
      "_register_node(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn, /)\n--\n\n"
      "Mirrors one registration of the Python registry into the engine."},

@@ -1,6 +1,8 @@
 // torch's observable behaviour of a spec as a value: repr text, structural
 // equality and a hash consistent with it.
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/hash/hash.h"
 #include "registry.h"
@@ -83,7 +85,97 @@ std::size_t Mix(std::size_t h, std::size_t v) {
   return absl::Hash<std::pair<std::size_t, std::size_t>>()({h, v});
 }
 
+// CPython's tuple hash (Objects/tupleobject.c since 3.8, xxHash-based) over
+// item hashes already computed: hash((a, b, c)) without building the tuple.
+Py_hash_t TupleHash(const Py_hash_t* items, std::size_t n) {
+  constexpr std::uint64_t kPrime1 = 11400714785074694791ULL;
+  constexpr std::uint64_t kPrime2 = 14029467366897019727ULL;
+  constexpr std::uint64_t kPrime5 = 2870177450012600261ULL;
+  std::uint64_t acc = kPrime5;
+  for (std::size_t k = 0; k < n; ++k) {
+    acc += static_cast<std::uint64_t>(items[k]) * kPrime2;
+    acc = (acc << 31) | (acc >> 33);
+    acc *= kPrime1;
+  }
+  acc += n ^ (kPrime5 ^ 3527539UL);
+  if (acc == static_cast<std::uint64_t>(-1)) return 1546275796;
+  return static_cast<Py_hash_t>(acc);
+}
+
+PyObject* g_constant_types = nullptr;  // classes whose context hashes by .value
+
+// torch's `hashable_context` of node i, hashed.
+Py_hash_t ContextHash(SpecView v, std::int64_t i) {
+  const Node& n = v.nodes[i];
+  PyObject* const* items = v.items + n.ctx;
+  auto key_tuple_hash = [&](PyObject* const* keys) -> Py_hash_t {
+    std::vector<Py_hash_t> hashes(n.arity);
+    for (std::uint32_t k = 0; k < n.arity; ++k) {
+      hashes[k] = PyObject_Hash(keys[k]);
+      if (hashes[k] == -1) return -1;
+    }
+    return TupleHash(hashes.data(), hashes.size());
+  };
+  switch (n.kind) {
+    case NodeKind::kLeaf:
+    case NodeKind::kTuple:
+    case NodeKind::kList:
+      return PyObject_Hash(Py_None);
+    case NodeKind::kDict:
+    case NodeKind::kOrderedDict:
+      return key_tuple_hash(items);  // tuple(keys)
+    case NodeKind::kDefaultDict: {  // (default_factory, tuple(keys))
+      Py_hash_t pair[2] = {PyObject_Hash(items[0]), key_tuple_hash(items + 1)};
+      if (pair[0] == -1 || pair[1] == -1) return -1;
+      return TupleHash(pair, 2);
+    }
+    case NodeKind::kNamedTuple:
+    case NodeKind::kDeque:
+      return PyObject_Hash(items[0]);  // the raw context: the class / maxlen
+    case NodeKind::kCustom: {
+      // A constant's context hashes by its value; other custom contexts may
+      // be unhashable, so torch leaves them out (hashes None).
+      if (g_constant_types != nullptr) {
+        int is_constant = PyObject_IsInstance(items[1], g_constant_types);
+        if (is_constant < 0) return -1;
+        if (is_constant) {
+          Ref value(PyObject_GetAttrString(items[1], "value"));
+          return value ? PyObject_Hash(value.get()) : -1;
+        }
+      }
+      return PyObject_Hash(Py_None);
+    }
+  }
+  return -1;
+}
+
 }  // namespace
+
+Py_hash_t SpecTorchHash(SpecView v) {
+  std::vector<Py_hash_t> stack;  // hashes of finished subtrees
+  for (std::int64_t i = 0; i < v.num_nodes; ++i) {
+    const Node& n = v.nodes[i];
+    Py_hash_t children = TupleHash(stack.data() + stack.size() - n.arity, n.arity);
+    stack.resize(stack.size() - n.arity);
+    Ref type(NodeType(v, i));
+    if (!type) return -1;
+    // hash((node_type, hashable_context, tuple(children_specs)))
+    Py_hash_t parts[3] = {PyObject_Hash(type.get()), ContextHash(v, i), children};
+    if (parts[0] == -1 || parts[1] == -1) return -1;
+    stack.push_back(TupleHash(parts, 3));
+  }
+  return stack.back();
+}
+
+PyObject* PySetConstantTypes(PyObject*, PyObject* types) {
+  if (!PyTuple_Check(types)) {
+    PyErr_SetString(PyExc_TypeError, "_set_constant_types expects a tuple of classes");
+    return nullptr;
+  }
+  Py_INCREF(types);
+  Py_XSETREF(g_constant_types, types);
+  Py_RETURN_NONE;
+}
 
 PyObject* SpecRepr(SpecView v, int indent) {
   std::string out;

@@ -177,7 +177,10 @@ PyObject* MethodDeepCopy(PyObject* self, PyObject* memo) {
 
 PyObject* SpecReprMethod(PyObject* self) { return SpecRepr(ViewOf(AsSpec(self))); }
 
-Py_hash_t SpecHash(PyObject* self) {
+// The internal hash behind the O(1) `!=`: equal specs always agree on it
+// (torch's own hash does not quite: it hashes custom types by identity while
+// == compares their str).
+Py_hash_t EqHash(PyObject* self) {
   TreeSpecObject* s = AsSpec(self);
   if (s->eq_hash == -1) {
     Py_hash_t h = SpecEqHash(ViewOf(s));
@@ -185,6 +188,17 @@ Py_hash_t SpecHash(PyObject* self) {
     s->eq_hash = h;
   }
   return s->eq_hash;
+}
+
+// hash(spec): torch's value, computed once.
+Py_hash_t SpecHash(PyObject* self) {
+  TreeSpecObject* s = AsSpec(self);
+  if (s->torch_hash == -1) {
+    Py_hash_t h = SpecTorchHash(ViewOf(s));
+    if (h == -1) return -1;
+    s->torch_hash = h;
+  }
+  return s->torch_hash;
 }
 
 PyObject* SpecRichCompare(PyObject* a, PyObject* b, int op) {
@@ -196,7 +210,7 @@ PyObject* SpecRichCompare(PyObject* a, PyObject* b, int op) {
     // Equal specs hash equally: unequal hashes decide in O(1). Interning makes
     // "same structure" the pointer case above, so the full comparison runs
     // only for specs torch calls equal that are not identical (1 vs 1.0 keys).
-    Py_hash_t ha = SpecHash(a), hb = SpecHash(b);
+    Py_hash_t ha = EqHash(a), hb = EqHash(b);
     if (ha == -1 || hb == -1) return nullptr;
     eq = ha != hb ? 0 : SpecsEqual(ViewOf(AsSpec(a)), ViewOf(AsSpec(b)));
     if (eq < 0) return nullptr;
@@ -311,6 +325,7 @@ TreeSpecObject* AllocSpec() {
   s->intern_next = nullptr;
   s->intern_hash = 0;
   s->eq_hash = -1;
+  s->torch_hash = -1;
   s->interned = false;
   s->nodes = nullptr;
   s->items = nullptr;

@@ -97,6 +97,7 @@ struct TreeSpecObject {
   TreeSpecObject* intern_next;   // next spec in the intern chain of intern_hash
   std::size_t intern_hash;       // identity-preserving structural hash (intern.h)
   Py_hash_t eq_hash;             // hash consistent with torch's ==; -1 until computed
+  Py_hash_t torch_hash;          // hash(spec), torch's formula; -1 until computed
   bool interned;                 // whether the spec is in the intern table
   std::vector<Node>* nodes;      // post-order, root last; heap-held so the object is POD
   std::vector<PyObject*>* items; // owned context items, pre-order
@@ -144,8 +145,13 @@ PyObject* SpecRepr(SpecView v, int indent = 0);
 
 // torch's structural equality of two views (pointer-unequal specs). -1 on error.
 int SpecsEqual(SpecView a, SpecView b);
-// A hash consistent with SpecsEqual. -1 on error.
+// A hash consistent with SpecsEqual (for the O(1) `!=`). -1 on error.
 Py_hash_t SpecEqHash(SpecView v);
+// hash(spec) exactly as torch computes it for the same structure in this
+// process (so specs of both implementations mix in dicts). -1 on error.
+Py_hash_t SpecTorchHash(SpecView v);
+// _set_constant_types(classes): contexts of these classes hash by `.value`.
+PyObject* PySetConstantTypes(PyObject*, PyObject* types);
 
 }  // namespace cpytree
 

@@ -157,6 +157,8 @@ if _C is not None:
 
     # The engine builds key entries with the very classes users see.
     _C._set_key_types(SequenceKey, MappingKey, GetAttrKey)
+    # hash(spec) follows torch: a constant's context hashes by its value.
+    _C._set_constant_types((ConstantNode,))
 
     _BUILTIN_NODE_TYPES = frozenset(
         {tuple, list, dict, *_reference.BUILTIN_TYPES}  # handled natively by the engine
