@@ -450,6 +450,18 @@ def test_repr_literal(impl, build, text):
     assert str(impl.tree_structure(build())) == text
 
 
+def test_hash_equals_torchs(impl, case, torch_pytree):
+    # hash(spec) is torch's own value, so specs of both implementations can
+    # share dicts and caches (install() mixes them).
+    tree, _ = case.build()
+    spec, torch_spec = impl.tree_structure(tree), torch_pytree.tree_structure(tree)
+    try:
+        expected = hash(torch_spec)
+    except TypeError:
+        pytest.skip("torch cannot hash this spec")
+    assert hash(spec) == expected
+
+
 def test_eq_and_hash(impl, case):
     t1, _ = case.build()
     t2, _ = case.build()
