@@ -532,7 +532,7 @@ class SpecFlattener {
     // torch: flat_result, real_spec = tree_flatten(pytree); compare specs.
     ScratchBuilder b;
     if (!FlattenInto(node, nullptr, true, b.get())) return -1;
-    Ref real(b->nodes.size() == 1 ? Ref::Borrow(LeafSpec()) : Ref(InternView(b->View())));
+    Ref real(FinishSpec(b.get()));  // a one-node tree may be a childless custom node
     if (!real) return -1;
     int eq = real.get() == spec.get() ? 1 : PyObject_RichCompareBool(real.get(), spec.get(), Py_EQ);
     if (eq < 0) return -1;
