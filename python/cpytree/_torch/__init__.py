@@ -121,14 +121,22 @@ def status() -> dict[str, Any]:
     }
 
 
-def _fx_flatten_spec_is_default(fx_pytree: ModuleType) -> bool:
-    """Whether torch.fx._pytree holds only torch's own flatten-spec registrations."""
-    import collections
+def _fx_tree_flatten_spec(cpytree: ModuleType, fx_pytree: ModuleType) -> Any:
+    """torch.fx._pytree.tree_flatten_spec on the engine, or None if it has none.
 
-    import torch.return_types
+    torch.fx keeps a registry of its own (`register_pytree_flatten_spec`); the
+    engine's walk consults it (the live dict: later registrations count).
+    """
+    engine_fn = getattr(cpytree._C, "tree_flatten_spec", None)
+    if engine_fn is None:
+        return None
+    registry = fx_pytree.SUPPORTED_NODES
 
-    defaults = {dict, list, tuple, collections.namedtuple, *torch.return_types.all_return_types}
-    return set(fx_pytree.SUPPORTED_NODES) <= defaults
+    def tree_flatten_spec(pytree: Any, spec: Any) -> list[Any]:
+        """The leaves of `pytree` at the leaves of `spec`, as torch.fx defines them."""
+        return engine_fn(pytree, spec, registry)
+
+    return tree_flatten_spec
 
 
 def _why_not(
@@ -189,15 +197,12 @@ def install(*, rebind_imports: bool = True) -> None:
             for module_name, name, kind in TARGETS:
                 module = sys.modules.get(module_name) or importlib.import_module(module_name)
                 original = vars(module).get(name)
-                fast = getattr(cpytree, name, None)
+                if module is torch.fx._pytree:
+                    fast = _fx_tree_flatten_spec(cpytree, module)
+                else:
+                    fast = getattr(cpytree, name, None)
                 qualified = f"{module_name}.{name}"
                 reason = _why_not(name, kind, fast, original, blockers)
-                if (
-                    reason is None
-                    and module is torch.fx._pytree
-                    and not _fx_flatten_spec_is_default(module)
-                ):
-                    reason = "torch.fx._pytree has custom flatten-spec registrations"
                 if reason is None and has_dynamo:
                     try:
                         hooks.substitute(fast, original)

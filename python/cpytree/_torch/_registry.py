@@ -117,17 +117,21 @@ class RegistryMirror:
                 by_name.setdefault(no_name, cls)
                 deregister(cls)
                 return
+            args = (cls, entry.flatten_fn, entry.unflatten_fn)
+            kwargs = {
+                "serialized_type_name": entry.serialized_type_name,
+                "to_dumpable_context": entry.to_dumpable_context,
+                "from_dumpable_context": entry.from_dumpable_context,
+                "flatten_with_keys_fn": entry.flatten_with_keys_fn,
+            }
+            if cls not in mod.SUPPORTED_NODES:
+                register(*args, **kwargs)
+                return
+            # catch_warnings swaps process-wide state: only an overwrite (rare:
+            # a type registered differently in both registries) goes through it.
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=_OVERWRITE_WARNING)
-                register(
-                    cls,
-                    entry.flatten_fn,
-                    entry.unflatten_fn,
-                    serialized_type_name=entry.serialized_type_name,
-                    to_dumpable_context=entry.to_dumpable_context,
-                    from_dumpable_context=entry.from_dumpable_context,
-                    flatten_with_keys_fn=entry.flatten_with_keys_fn,
-                )
+                register(*args, **kwargs)
         finally:
             self._quiet.active = False
             if shared is _ABSENT:

@@ -9,7 +9,8 @@ children (`treespec_tuple([out_spec])`), hands torch specs back to
 `tree_unflatten`, and pickles them into on-disk caches that a process without
 cpytree may read. None of that can be arranged from Python for a static C
 type, so the engine provides it behind one switch,
-`cpytree._C._set_torch_spec_classes(TreeSpec, LeafSpec)`, and install() turns
+`cpytree._C._set_torch_spec_classes(TreeSpec, LeafSpec, treespec_leaf,
+ConstantNode)` (docs/torch_install.md lists what it must provide), and install() turns
 it on only when every behaviour below checks out (`enable` returns why not
 otherwise). Until then install() swaps only the functions that never expose
 a spec.
@@ -73,12 +74,12 @@ def enable(cpytree: ModuleType, tp: ModuleType, originals: dict[str, Any]) -> st
     if setter is None:
         return f"cpytree._C.{HOOK} is missing (C++ TreeSpec interop not built)"
     try:
-        setter(tp.TreeSpec, tp.LeafSpec)
+        setter(tp.TreeSpec, tp.LeafSpec, tp.treespec_leaf, tp.ConstantNode)
     except Exception as error:  # noqa: BLE001
         return f"cpytree._C.{HOOK} failed: {type(error).__name__}: {error}"
     reason = _first_failure(_checks(cpytree, tp, originals))
     if reason is not None:
-        setter(None, None)
+        setter(None, None, None, None)
     return reason
 
 
@@ -86,7 +87,7 @@ def disable(cpytree: ModuleType) -> None:
     """Turn the engine's torch spec interop off (a no-op if it never existed)."""
     setter = getattr(cpytree._C, HOOK, None)
     if setter is not None:
-        setter(None, None)
+        setter(None, None, None, None)
 
 
 def key_paths_ready(cpytree: ModuleType, tp: ModuleType) -> str | None:
