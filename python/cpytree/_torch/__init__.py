@@ -94,7 +94,6 @@ class _Installed:
     swapped: list[str]
     skipped: dict[str, str]
     rebound: int
-    spec_interop: bool
     # id(replacement) -> (replacement, original), for bindings made after install
     undo_map: dict[int, tuple[Any, Any]]
 
@@ -139,10 +138,8 @@ def _fx_tree_flatten_spec(cpytree: ModuleType, fx_pytree: ModuleType) -> Any:
     return tree_flatten_spec
 
 
-def _why_not(
-    name: str, kind: str, fast: Any, original: Any, blockers: dict[str, str | None]
-) -> str | None:
-    """Why `name` must stay torch's, or None if cpytree's may replace it."""
+def _why_not(kind: str, fast: Any, original: Any, blockers: dict[str, str | None]) -> str | None:
+    """Why a function must stay torch's, or None if cpytree's `fast` may replace it."""
     if original is None:
         return "torch has no such function"
     if fast is None:
@@ -202,7 +199,7 @@ def install(*, rebind_imports: bool = True) -> None:
                 else:
                     fast = getattr(cpytree, name, None)
                 qualified = f"{module_name}.{name}"
-                reason = _why_not(name, kind, fast, original, blockers)
+                reason = _why_not(kind, fast, original, blockers)
                 if reason is None and has_dynamo:
                     try:
                         hooks.substitute(fast, original)
@@ -240,7 +237,6 @@ def install(*, rebind_imports: bool = True) -> None:
             swapped=swapped,
             skipped=skipped,
             rebound=rebound,
-            spec_interop=spec_ready,
             undo_map=undo_map,
         )
 
