@@ -21,6 +21,7 @@
 #include "flatten.h"
 #include "intern.h"
 #include "registry.h"
+#include "torch_interop.h"
 #include "treespec.h"
 
 namespace cpytree {
@@ -607,16 +608,13 @@ PyObject* PyTreeFlattenSpec(PyObject*, PyObject* const* args, Py_ssize_t nargs,
   static const char* const kNames[] = {"pytree", "spec", "registry"};
   PyObject* a[3] = {nullptr, nullptr, nullptr};
   if (!ParseArgs("tree_flatten_spec", args, nargs, kwnames, kNames, 3, 2, a)) return nullptr;
-  if (!IsTreeSpec(a[1])) {
-    PyErr_Format(PyExc_TypeError, "tree_flatten_spec: expected a TreeSpec, got %R",
-                 reinterpret_cast<PyObject*>(Py_TYPE(a[1])));
-    return nullptr;
-  }
+  Ref spec(CoerceSpec(a[1], "`spec`"));
+  if (!spec) return nullptr;
   if (a[2] != nullptr && a[2] != Py_None && !PyDict_Check(a[2])) {
     PyErr_SetString(PyExc_TypeError, "tree_flatten_spec: registry must be a dict or None");
     return nullptr;
   }
-  return FlattenAgainst<Walk::kFx>(a[1], a[0], a[2]);
+  return FlattenAgainst<Walk::kFx>(spec.get(), a[0], a[2]);
 }
 
 }  // namespace cpytree

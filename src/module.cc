@@ -1,5 +1,6 @@
 // Module init of cpytree._C and its method table.
 #include "api.h"
+#include "torch_interop.h"
 #include "treespec.h"
 #include "intern.h"
 #include "registry.h"
@@ -56,6 +57,9 @@ PyMethodDef kModuleMethods[] = {
     {"_set_constant_types", PySetConstantTypes, METH_O,
      "_set_constant_types(classes, /)\n--\n\n"
      "Context classes of register_constant nodes (hash(spec) hashes their .value)."},
+    {"_set_torch_spec_classes", FASTCALL_KW(PySetTorchSpecClasses), METH_FASTCALL,
+     "_set_torch_spec_classes(TreeSpec, LeafSpec, treespec_leaf, ConstantNode, /)\n--\n\n"
+     "install(): torch's spec classes (all None to clear); see torch_interop.h."},
     {"_register_node", FASTCALL_KW(PyRegisterNode), METH_FASTCALL,
      "_register_node(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn, /)\n--\n\n"
      "Mirrors one registration of the Python registry into the engine."},

@@ -6,6 +6,7 @@
 
 #include "absl/hash/hash.h"
 #include "registry.h"
+#include "torch_interop.h"
 #include "treespec.h"
 
 namespace cpytree {
@@ -135,8 +136,9 @@ Py_hash_t ContextHash(SpecView v, std::int64_t i) {
     case NodeKind::kCustom: {
       // A constant's context hashes by its value; other custom contexts may
       // be unhashable, so torch leaves them out (hashes None).
-      if (g_constant_types != nullptr) {
-        int is_constant = PyObject_IsInstance(items[1], g_constant_types);
+      for (PyObject* types : {g_constant_types, g_torch.constant_node}) {
+        if (types == nullptr) continue;
+        int is_constant = PyObject_IsInstance(items[1], types);
         if (is_constant < 0) return -1;
         if (is_constant) {
           Ref value(PyObject_GetAttrString(items[1], "value"));

@@ -5,6 +5,7 @@
 #include "children.h"
 #include "intern.h"
 #include "registry.h"
+#include "torch_interop.h"
 #include "treespec.h"
 
 namespace cpytree {
@@ -179,13 +180,22 @@ PyObject* MakeSpec(PyObject* type, PyObject* context, PyObject* children) {
     }
     return NewRef(LeafSpec());
   }
+  // Children may be torch specs (install()): hold engine versions of all.
+  Ref kids(PyList_New(arity));
+  if (!kids) return nullptr;
   for (Py_ssize_t k = 0; k < arity; ++k) {
-    if (!IsTreeSpec(PySequence_Fast_ITEMS(seq.get())[k])) {
-      PyErr_Format(PyExc_TypeError, "TreeSpec: expected a list of TreeSpec children, got %R",
-                   children);
+    PyObject* child = PySequence_Fast_ITEMS(seq.get())[k];
+    PyObject* engine_child = IsAnySpec(child) ? CoerceSpec(child, "a child spec") : nullptr;
+    if (engine_child == nullptr) {
+      if (!PyErr_Occurred()) {
+        PyErr_Format(PyExc_TypeError, "TreeSpec: expected a list of TreeSpec children, got %R",
+                     children);
+      }
       return nullptr;
     }
+    PyList_SET_ITEM(kids.get(), k, engine_child);
   }
+  seq = std::move(kids);
   NodeKind kind = KindOfType(type);
   SpecBuilder b;
   if (!AddRootItems(&b, kind, type, context, arity)) return nullptr;

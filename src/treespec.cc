@@ -10,6 +10,7 @@
 #include "errors.h"
 #include "intern.h"
 #include "registry.h"
+#include "torch_interop.h"
 
 namespace cpytree {
 namespace {
@@ -131,19 +132,29 @@ PyObject* MethodFlattenUpTo(PyObject* self, PyObject* tree) {
   return list;
 }
 
-// Pickles as TreeSpec(type, context, children): portable across versions.
-PyObject* MethodReduce(PyObject* self, PyObject*) {
+// (type, context, children) of the root, as torch's constructor takes them.
+PyObject* ConstructorArgs(PyObject* self) {
   SpecView v = ViewOf(AsSpec(self));
-  if (v.root().kind == NodeKind::kLeaf) {
-    return Py_BuildValue("(O(OOO))", reinterpret_cast<PyObject*>(&TreeSpecType), Py_None,
-                         Py_None, Ref(PyList_New(0)).get());
-  }
   Ref type(NodeType(v, v.root_index()));
   Ref context(NodeContext(v, v.root_index()));
-  Ref children(ChildrenList(self));
+  Ref children(v.root().kind == NodeKind::kLeaf ? PyList_New(0) : ChildrenList(self));
   if (!type || !context || !children) return nullptr;
-  return Py_BuildValue("(O(OOO))", reinterpret_cast<PyObject*>(&TreeSpecType), type.get(),
-                       context.get(), children.get());
+  return PyTuple_Pack(3, type.get(), context.get(), children.get());
+}
+
+// Pickles as TreeSpec(type, context, children): portable across versions.
+// While install() has handed torch's classes over, in torch's own form
+// (TreeSpec(...), treespec_leaf()), so a pickle loads without cpytree.
+PyObject* MethodReduce(PyObject* self, PyObject*) {
+  bool leaf = ViewOf(AsSpec(self)).root().kind == NodeKind::kLeaf;
+  if (g_torch.tree_spec != nullptr && leaf && g_torch.treespec_leaf != nullptr) {
+    return Py_BuildValue("(O())", g_torch.treespec_leaf);
+  }
+  Ref args(ConstructorArgs(self));
+  if (!args) return nullptr;
+  PyObject* cls = g_torch.tree_spec != nullptr ? g_torch.tree_spec
+                                               : reinterpret_cast<PyObject*>(&TreeSpecType);
+  return PyTuple_Pack(2, cls, args.get());
 }
 
 // Bytes owned by the spec: the object, its node array and its item array (the
@@ -161,14 +172,14 @@ PyObject* MethodCopy(PyObject* self, PyObject*) {
   return self;
 }
 
-// Deep-copies the contexts (as torch does) and re-interns the result.
+// Deep-copies the contexts (as torch does) and re-interns the result: always
+// an engine spec, whatever form pickling uses.
 PyObject* MethodDeepCopy(PyObject* self, PyObject* memo) {
+  if (ViewOf(AsSpec(self)).root().kind == NodeKind::kLeaf) return MethodCopy(self, nullptr);
   Ref copy_mod(PyImport_ImportModule("copy"));
-  if (!copy_mod) return nullptr;
-  Ref reduced(MethodReduce(self, nullptr));
-  if (!reduced) return nullptr;
-  PyObject* args = PyTuple_GET_ITEM(reduced.get(), 1);
-  Ref copied(PyObject_CallMethod(copy_mod.get(), "deepcopy", "OO", args, memo));
+  Ref args(copy_mod ? ConstructorArgs(self) : nullptr);
+  if (!args) return nullptr;
+  Ref copied(PyObject_CallMethod(copy_mod.get(), "deepcopy", "OO", args.get(), memo));
   if (!copied) return nullptr;
   return PyObject_Call(reinterpret_cast<PyObject*>(&TreeSpecType), copied.get(), nullptr);
 }
@@ -257,6 +268,20 @@ PyObject* MethodRepr(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
 
 #define CPYTREE_KW(fn) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn))
 
+// __class__: torch's TreeSpec/LeafSpec while install() has handed them over
+// (isinstance in torch code then accepts engine specs), else the real type.
+PyObject* GetClass(PyObject* self, void*) {
+  PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(self));
+  if (g_torch.tree_spec != nullptr) {
+    bool leaf = ViewOf(AsSpec(self)).root().kind == NodeKind::kLeaf;
+    cls = leaf && g_torch.leaf_spec != nullptr ? g_torch.leaf_spec : g_torch.tree_spec;
+  }
+  Py_INCREF(cls);
+  return cls;
+}
+
+PyObject* GetChildrenPrivate(PyObject* self, void*) { return ChildrenList(self); }
+
 PyGetSetDef kGetSet[] = {
     {"type", GetType, nullptr, "The type of the root node (None for a leaf).", nullptr},
     {"context", GetContext, nullptr, "The context of the root node.", nullptr},
@@ -264,6 +289,10 @@ PyGetSetDef kGetSet[] = {
     {"num_leaves", GetNumLeaves, nullptr, "Number of leaves in the tree.", nullptr},
     {"num_children", GetNumChildren, nullptr, "Number of children of the root.", nullptr},
     {"children_specs", GetChildrenSpecs, nullptr, "Deprecated: use children().", nullptr},
+    {"_context", GetContext, nullptr, "torch's private name of context.", nullptr},
+    {"_children", GetChildrenPrivate, nullptr, "torch's private list of child specs.", nullptr},
+    {"__class__", GetClass, nullptr, "torch's TreeSpec class while install() is active.",
+     nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 

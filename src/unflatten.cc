@@ -5,6 +5,7 @@
 #include "children.h"
 #include "flatten.h"
 #include "registry.h"
+#include "torch_interop.h"
 #include "treespec.h"
 
 namespace cpytree {
@@ -164,17 +165,10 @@ PyObject* PyTreeUnflatten(PyObject*, PyObject* const* args, Py_ssize_t nargs,
   if (!ParseArgs("tree_unflatten", args, nargs, kwnames, kNames, 2, 2, a)) return nullptr;
   PyObject* leaves = a[0];
   PyObject* spec = a[1];
-  if (!IsTreeSpec(spec)) {
-    if (!IsTreeSpec(leaves)) {
-      PyErr_Format(PyExc_TypeError,
-                   "Expected `treespec` to be an instance of PyTreeSpec but got item of type "
-                   "%R.",
-                   reinterpret_cast<PyObject*>(Py_TYPE(spec)));
-      return nullptr;
-    }
-    std::swap(leaves, spec);  // torch allows (treespec, leaves)
-  }
-  return UnflattenChecked(spec, leaves);
+  if (!IsAnySpec(spec) && IsAnySpec(leaves)) std::swap(leaves, spec);  // torch allows (spec, leaves)
+  Ref engine_spec(CoerceSpec(spec, "`treespec`"));
+  if (!engine_spec) return nullptr;
+  return UnflattenChecked(engine_spec.get(), leaves);
 }
 
 }  // namespace cpytree

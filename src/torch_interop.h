@@ -1,0 +1,38 @@
+// Interoperation with torch.utils._pytree's own TreeSpec, for install().
+//
+// When install() hands torch's classes over (_set_torch_spec_classes), engine
+// specs report torch's TreeSpec/LeafSpec as their __class__ (so isinstance
+// checks in torch code, even against names bound at import, accept them and
+// torch's __eq__ compares them structurally), pickle in torch's own form, and
+// every entry point that takes a spec also accepts a torch spec (converted).
+// Without the classes set, nothing here changes behaviour.
+#ifndef CPYTREE_SRC_TORCH_INTEROP_H_
+#define CPYTREE_SRC_TORCH_INTEROP_H_
+
+#include "common.h"
+
+namespace cpytree {
+
+// torch's classes, or null when not set. Borrowed; owned by torch_interop.cc.
+struct TorchSpecClasses {
+  PyObject* tree_spec = nullptr;      // torch.utils._pytree.TreeSpec
+  PyObject* leaf_spec = nullptr;      // torch.utils._pytree.LeafSpec
+  PyObject* treespec_leaf = nullptr;  // torch.utils._pytree.treespec_leaf
+  PyObject* constant_node = nullptr;  // torch.utils._pytree.ConstantNode
+};
+extern TorchSpecClasses g_torch;
+
+// An engine spec for `obj`: obj itself (new reference) if it is one, a
+// conversion if it is a torch spec, else null with TypeError naming `what`.
+PyObject* CoerceSpec(PyObject* obj, const char* what);
+
+// True if obj is an engine spec or (with the classes set) a torch spec.
+bool IsAnySpec(PyObject* obj);
+
+// _set_torch_spec_classes(TreeSpec, LeafSpec, treespec_leaf, ConstantNode); all
+// None to clear.
+PyObject* PySetTorchSpecClasses(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+
+}  // namespace cpytree
+
+#endif  // CPYTREE_SRC_TORCH_INTEROP_H_
