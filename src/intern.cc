@@ -2,6 +2,7 @@
 // context items. See intern.h for the design and the locking rules.
 #include "intern.h"
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -131,6 +132,9 @@ bool SameStructure(SpecView a, const TreeSpecObject* s) {
   return true;
 }
 
+// Equal and of the same sign (so 0.0 and -0.0 differ); NaN is never equal.
+inline bool SameFloat(double x, double y) { return x == y && std::signbit(x) == std::signbit(y); }
+
 }  // namespace
 
 int IdentityEqual(PyObject* a, PyObject* b, int depth) {
@@ -138,6 +142,13 @@ int IdentityEqual(PyObject* a, PyObject* b, int depth) {
   PyTypeObject* t = Py_TYPE(a);
   if (t != Py_TYPE(b) || depth > kMaxItemDepth) return 0;
   if (t == &PyUnicode_Type) return PyUnicode_Compare(a, b) == 0;
+  // 0.0 == -0.0, but unflatten must give back the key it saw: floats (and
+  // complex parts) are the same item only with the same sign too.
+  if (t == &PyFloat_Type) return SameFloat(PyFloat_AS_DOUBLE(a), PyFloat_AS_DOUBLE(b));
+  if (t == &PyComplex_Type) {
+    Py_complex x = PyComplex_AsCComplex(a), y = PyComplex_AsCComplex(b);
+    return SameFloat(x.real, y.real) && SameFloat(x.imag, y.imag);
+  }
   if (t == &PyTuple_Type || t == &PyList_Type) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(a);
     if (n != PySequence_Fast_GET_SIZE(b)) return 0;

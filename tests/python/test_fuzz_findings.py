@@ -56,3 +56,30 @@ def test_tree_flatten_spec_childless_custom_node(engine_c, make):
     spec = cpytree.tree_structure(tree)
     assert engine_c.tree_flatten_spec(tree, spec) == []
     assert engine_c.tree_flatten_spec([tree, 1], cpytree.tree_structure([tree, 1])) == [1]
+
+
+@pytest.mark.parametrize(
+    "first, second",
+    [(0.0, -0.0), (-0.0, 0.0), (complex(0.0, 0.0), complex(0.0, -0.0)), ((1, 0.0), (1, -0.0))],
+    ids=["zero-negzero", "negzero-zero", "complex", "tuple"],
+)
+def test_interning_keeps_signed_zero_keys_apart(impl, first, second):
+    # 0.0 == -0.0 and both are floats, but they are different keys to give
+    # back: interning merged {0.0: x} and {-0.0: x} into one spec, so the
+    # second tree unflattened (and dumped) with the first tree's key.
+    import math
+
+    def sign(k):
+        k = k[1] if isinstance(k, tuple) else k
+        k = k.imag if isinstance(k, complex) else k
+        return math.copysign(1.0, k)
+
+    a_leaves, a_spec = impl.tree_flatten({first: 1})
+    b_leaves, b_spec = impl.tree_flatten({second: 1})
+    (back,) = impl.tree_unflatten(b_leaves, b_spec).keys()
+    assert sign(back) == sign(second)
+    (ctx,) = b_spec.context
+    assert sign(ctx) == sign(second)
+    assert a_spec == b_spec  # torch's == still calls them equal
+    if not isinstance(first, complex):  # complex keys do not serialize (as in torch)
+        assert impl.treespec_dumps(b_spec) != impl.treespec_dumps(a_spec)
