@@ -21,6 +21,15 @@ bool CallCustomFlatten(const Registration* reg, PyObject* obj, Ref* children, Re
 bool SnapshotDict(PyObject* obj, NodeKind kind, std::vector<PyObject*>* keys,
                   std::vector<PyObject*>* values);
 
+// Direct reads of CPython's OrderedDict linked list (see children.cc).
+namespace internal_odict {
+// Checks the private layout against a live OrderedDict; false on a Python
+// error. Afterwards LayoutVerified() says whether the fast path is used.
+bool VerifyLayout(PyObject* ordered_dict_type);
+bool LayoutVerified();
+bool Snapshot(PyObject* obj, std::vector<PyObject*>* keys, std::vector<PyObject*>* values);
+}  // namespace internal_odict
+
 // defaultdict's default_factory / deque's maxlen (new references).
 PyObject* DefaultFactoryOf(PyObject* obj);
 PyObject* MaxLenOf(PyObject* obj);

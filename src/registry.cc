@@ -2,6 +2,8 @@
 // pointer. See registry.h for the concurrency design.
 #include "registry.h"
 
+#include "children.h"
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -102,7 +104,7 @@ bool InitRegistry() {
         NewRegistration(b.kind, b.type, nullptr, nullptr, nullptr);
   }
   Publish(std::move(map));
-  return true;
+  return internal_odict::VerifyLayout(g_builtins.ordered_dict);
 }
 
 std::atomic<PyTypeObject*> g_leaf_type_cache{nullptr};
