@@ -36,7 +36,9 @@ def test_map_and_flatten_up_to_follow_ordereddict_order(impl):
     assert list(mapped.items()) == [("e", 40), ("b", [10, 20]), ("d", 30), ("f", 50),
                                     ("a", 0), ("c", 990)]
     spec = impl.tree_structure(od)
-    assert spec.flatten_up_to(od) == [4, [1, 2], 3, 5, 0, 99]
+    assert spec.flatten_up_to(od) == [4, 1, 2, 3, 5, 0, 99]
+    prefix = impl.tree_structure(collections.OrderedDict((k, 0) for k in od))
+    assert prefix.flatten_up_to(od) == [4, [1, 2], 3, 5, 0, 99]
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 300])
