@@ -5,7 +5,8 @@ PY     := $(VENV)/bin/python
 JOBS   ?= 2
 CPPBUILD := build/cpp
 
-.PHONY: all setup build floor test test-cpp test-python harness bench bench-cpp clean
+.PHONY: all setup build floor test test-cpp test-python harness bench bench-cpp clean \
+        fuzz-setup fuzz fuzz-cxx sanitize-build sanitize stress
 
 all: build
 
@@ -50,6 +51,89 @@ harness: build floor
 
 bench: build floor
 	@CPYTREE_FLOOR_PATH=$(abspath $(FLOOR_DIR)) $(PY) -m pytest benchmarks --benchmark-only -q
+
+# ---------------------------------------------------------------- reliability
+# Fuzzing, sanitizers and stress runs (tests/fuzz, docs in each file's header).
+# Every campaign is bounded by inputs and seconds; override on the command line
+# (`make fuzz FUZZ_SECONDS=3600`). Builds go through build.lock like `build`.
+FUZZ_DIR         := build/fuzz
+FUZZ_RUNS        ?= 1000000
+FUZZ_SECONDS     ?= 600
+FUZZ_RANDOM      ?= 100000
+FUZZ_CXX_SECONDS ?= 300
+SAN_PY           := build/sanitize-py
+SAN_CPP          := build/sanitize-cpp
+SAN_SITE         := $(SAN_PY)/site
+CLANGXX          ?= clang++
+SAN_CMAKE := -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCPYTREE_SANITIZE=ON \
+  -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV))/bin/ninja
+# CPython is not instrumented: preload gcc's ASan runtime, let it own malloc
+# (PYTHONMALLOC=malloc, so freed Python objects are poisoned too) and leave
+# leak detection off (the interpreter frees little at exit).
+SAN_ENV = LD_PRELOAD=$$($(CXX) -print-file-name=libasan.so) PYTHONMALLOC=malloc \
+  PYTHONPATH=$(abspath $(SAN_SITE)) CPYTREE_SANITIZED=1 \
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:print_summary=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+SAN_CTEST_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# The Python suites under the sanitizers: every test, Hypothesis at its dev
+# profile (30 examples a test) to keep the run bounded.
+SAN_PYTEST_ARGS ?= -q -p no:cacheprovider tests/python
+
+fuzz-setup: setup
+	@bash scripts/setup_fuzz.sh
+
+# The extension and the googletest suites with ASan+UBSan, apart from the
+# editable install: the extension in $(SAN_PY), importable from $(SAN_SITE).
+sanitize-build: setup
+	@$(VENV)/bin/cmake -S . -B $(SAN_PY) $(SAN_CMAKE) -DCPYTREE_BUILD_PYTHON=ON \
+	  -Dpybind11_DIR=$$($(PY) -m pybind11 --cmakedir) -DPython_EXECUTABLE=$(abspath $(PY)) >/dev/null
+	@flock build.lock $(VENV)/bin/cmake --build $(SAN_PY) -j $(JOBS) --target _C
+	@bash scripts/sanitize_site.sh $(SAN_PY) $(SAN_SITE)
+	@$(VENV)/bin/cmake -S . -B $(SAN_CPP) $(SAN_CMAKE) -DCPYTREE_BUILD_TESTS=ON >/dev/null
+	@flock build.lock $(VENV)/bin/cmake --build $(SAN_CPP) -j $(JOBS)
+
+# Every suite under ASan+UBSan; any report fails the target.
+sanitize: sanitize-build
+	@echo "sanitize: googletest suites (ASan+UBSan)"
+	@$(SAN_CTEST_ENV) $(VENV)/bin/ctest --test-dir $(SAN_CPP) --output-on-failure -j $(JOBS)
+	@echo "sanitize: Python suites against the sanitized extension"
+	@$(SAN_ENV) HYPOTHESIS_PROFILE=dev $(PY) -m pytest $(SAN_PYTEST_ARGS)
+	@echo "sanitize: differential fuzzer, random inputs"
+	@$(SAN_ENV) $(PY) tests/fuzz/pytree_fuzz.py --random 20000 --seed 7 --seconds 120
+
+# The differential fuzzing campaign (tests/fuzz/pytree_fuzz.py): atheris,
+# coverage-guided, against the normal build, growing $(FUZZ_DIR)/corpus-py;
+# then that corpus and $(FUZZ_RANDOM) random inputs replayed against the
+# ASan+UBSan build; then the stress tests (10M leaves, long thread runs).
+fuzz: build fuzz-setup sanitize-build
+	@mkdir -p $(FUZZ_DIR)/corpus-py $(FUZZ_DIR)/artifacts
+	@echo "fuzz: atheris campaign ($(FUZZ_RUNS) inputs or $(FUZZ_SECONDS) s)"
+	@$(PY) tests/fuzz/pytree_fuzz.py -runs=$(FUZZ_RUNS) -max_total_time=$(FUZZ_SECONDS) \
+	  -max_len=1024 -artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus-py
+	@echo "fuzz: corpus and random inputs under ASan+UBSan"
+	@$(SAN_ENV) $(PY) tests/fuzz/pytree_fuzz.py --replay $(FUZZ_DIR)/corpus-py
+	@$(SAN_ENV) $(PY) tests/fuzz/pytree_fuzz.py --random $(FUZZ_RANDOM) --seed $$(date +%s) \
+	  --seconds $(FUZZ_SECONDS)
+	@$(MAKE) --no-print-directory stress
+
+# libFuzzer on the header library's Loads (tests/fuzz/cxx), seeded with the
+# specs torch wrote for tests/cpp/fixtures and a dictionary of the format.
+fuzz-cxx: fuzz-setup
+	@mkdir -p $(FUZZ_DIR)/cxx-corpus $(FUZZ_DIR)/cxx-artifacts
+	@$(PY) tests/fuzz/cxx/make_seeds.py $(FUZZ_DIR)/cxx-seeds
+	@flock build.lock $(CLANGXX) -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=undefined -Iinclude tests/fuzz/cxx/loads_fuzzer.cc \
+	  -o $(FUZZ_DIR)/loads_fuzzer
+	@$(FUZZ_DIR)/loads_fuzzer -max_total_time=$(FUZZ_CXX_SECONDS) -dict=tests/fuzz/cxx/protocol1.dict \
+	  -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	  -artifact_prefix=$(FUZZ_DIR)/cxx-artifacts/ $(FUZZ_DIR)/cxx-corpus $(FUZZ_DIR)/cxx-seeds
+
+# Long, memory-hungry runs kept out of `make test`: 10,000,000-leaf trees
+# (peak RSS per leaf) and the thread stress at full length.
+stress: build
+	@CPYTREE_STRESS=1 $(PY) -m pytest -q -p no:cacheprovider tests/python/test_limits.py \
+	  tests/python/test_threads.py
 
 clean:
 	rm -rf build harness-report

@@ -135,7 +135,7 @@ def ops(impl):
             raise Boom("func failed")
         return x
 
-    return {
+    base = {
         "tree_flatten": lambda: impl.tree_flatten(tree),
         "tree_flatten_is_leaf": lambda: impl.tree_flatten(tree, is_leaf=lambda x: type(x) is tuple),
         "tree_leaves": lambda: impl.tree_leaves(tree),
@@ -164,15 +164,184 @@ def ops(impl):
             Boom, lambda: impl.tree_leaves(tree, is_leaf=lambda x: raise_midway(x) is None)
         ),
     }
+    return base
+
+
+# ---------------------------------------------------------------- more operations
+# Key paths, serialization, the constructor, pickling, the engine-only spec
+# walks (strict spec.flatten, tree_flatten_spec) and their error paths;
+# contexts whose __hash__/__eq__ raise (interning and spec equality swallow or
+# propagate those exceptions: either way nothing may leak).
+
+
+class NoKeys:
+    """A registered node without a flatten_with_keys_fn."""
+
+
+class Holder:
+    """A registered node carrying any context."""
+
+    def __init__(self, ctx, x):
+        self.ctx, self.x = ctx, x
+
+
+class BadUnflatten:
+    pass
+
+
+class HostileCtx:
+    """A context whose __hash__ and __eq__ raise."""
+
+    def __hash__(self):
+        raise Boom("hash")
+
+    def __eq__(self, other):
+        raise Boom("eq")
+
+
+HCTX = HostileCtx()
+
+
+def _bad_unflatten(values, context):
+    raise Boom("unflatten failed")
+
+
+def _register_more():
+    import cpytree
+
+    if NoKeys not in cpytree.SUPPORTED_NODES:
+        cpytree.register_pytree_node(NoKeys, lambda n: ([LEAVES[0]], None), lambda v, c: NoKeys())
+        cpytree.register_pytree_node(
+            Holder, lambda h: ([h.x], h.ctx), lambda v, c: Holder(c, v[0]),
+            flatten_with_keys_fn=lambda h: ([(cpytree.GetAttrKey("x"), h.x)], h.ctx))
+        cpytree.register_pytree_node(BadUnflatten, lambda b: ([LEAVES[1]], None), _bad_unflatten)
+
+
+def make_path_tree():
+    """A tree of every kind that has key paths (no Pair: it has no keys fn)."""
+    a, b, c, d, e, f = LEAVES
+    return {
+        KEY: [a, (b, None)],
+        "nt": Point(c, DC(d, None)),
+        FKEY: deque([e], maxlen=3),
+        "dd": defaultdict(make_list, {True: CFG}),
+        "od": OrderedDict(x=Holder(TAG, f)),
+    }
+
+
+PATH_TREE = make_path_tree()
+# Serializable: builtin kinds only (a defaultdict factory must be a class).
+PLAIN_TREE = {KEY: [LEAVES[0], (LEAVES[1], None)], "od": OrderedDict(x=[LEAVES[2]]),
+              FKEY: deque([LEAVES[3]], maxlen=3), "dd": defaultdict(list, {True: LEAVES[4]})}
+WATCHED += [PATH_TREE, PLAIN_TREE, Holder, NoKeys, BadUnflatten, HCTX]
+
+
+# Operations whose time is nearly all Python (json, pickle, copy) around a few
+# engine calls: 10,000 iterations (a leaked reference per call is still 20x
+# the slack), to keep the suite quick.
+PYTHON_HEAVY = {"pickle_deepcopy", "treespec_dumps", "treespec_loads"}
+
+
+def more_ops(impl, spec, leaves, bad, swallow, raise_midway):
+    import copy
+    import pickle
+
+    import cpytree
+
+    _register_more()
+    path_tree = PATH_TREE
+    pairs, path_spec = impl.tree_flatten_with_path(path_tree)
+    kp = pairs[3][0]
+    plain_spec = impl.tree_structure(PLAIN_TREE)
+    text = impl.treespec_dumps(plain_spec)
+    loads = getattr(impl.treespec_loads, "__wrapped__", impl.treespec_loads)  # no lru_cache
+    leaf = impl.tree_structure(0)
+    bad_text = text.replace('"children_spec": [{"type": null', '"children_spec": [', 1)
+    hostile_tree = [LEAVES[0], Holder(HCTX, LEAVES[1])]
+    hostile_spec = impl.tree_structure(hostile_tree)
+    out = {
+        "tree_flatten_with_path": lambda: impl.tree_flatten_with_path(path_tree),
+        "tree_leaves_with_path": lambda: impl.tree_leaves_with_path(path_tree),
+        "tree_map_with_path": lambda: impl.tree_map_with_path(lambda k, x: x, path_tree),
+        "keystr_key_get": lambda: (impl.keystr(kp), impl.key_get(path_tree, kp)),
+        "path_spec_children": lambda: [c.context for c in path_spec.children()],
+        "treespec_dumps": lambda: impl.treespec_dumps(plain_spec),
+        "treespec_loads": lambda: loads(text),
+        "TreeSpec_ctor": lambda: impl.TreeSpec(dict, [KEY, FKEY], [leaf, plain_spec]),
+        "pickle_deepcopy": lambda: (pickle.loads(pickle.dumps(spec)), copy.deepcopy(spec)),
+        "interning_unhashable_context": lambda: impl.tree_flatten(hostile_tree),
+        "error:spec_eq_context_raises": swallow(
+            Boom, lambda: hostile_spec == impl.tree_structure([LEAVES[0], Holder(HostileCtx(), 0)])),
+        "error:with_path_no_keys_fn": swallow(ValueError, lambda: impl.tree_flatten_with_path(
+            [LEAVES[0], NoKeys()])),
+        "error:map_with_path_func": swallow(Boom, lambda: impl.tree_map_with_path(
+            lambda k, x: raise_midway(x), path_tree)),
+        "error:unflatten_fn": swallow(Boom, lambda: impl.tree_map(
+            lambda x: x, [LEAVES[0], BadUnflatten()])),
+        "error:treespec_loads": swallow(ValueError, lambda: loads(bad_text)),
+        "error:key_get": swallow(KeyError, lambda: impl.key_get({}, kp[:1])),
+    }
+    if hasattr(spec, "flatten"):  # the engine's strict flatten against a spec
+        out["spec.flatten"] = lambda: spec.flatten(TREE)
+        out["error:spec.flatten"] = swallow(ValueError, lambda: spec.flatten(bad))
+    if impl is cpytree and support.engine_active():  # engine-only entry points
+        fx = cpytree._C.tree_flatten_spec
+        out["tree_flatten_spec"] = lambda: fx(TREE, spec)
+        out["error:tree_flatten_spec"] = swallow(KeyError, lambda: fx({}, plain_spec))
+        out["error:TreeSpec_ctor"] = swallow(ValueError, lambda: impl.TreeSpec(dict, [KEY], []))
+    return out
 
 
 OP_NAMES = list(ops(__import__("cpytree._reference", fromlist=["_"])))
+MORE_OP_NAMES = [
+    *more_ops(__import__("cpytree._reference", fromlist=["_"]), None, None, None,
+              lambda exc, fn: fn, None),
+    "spec.flatten", "error:spec.flatten", "tree_flatten_spec", "error:tree_flatten_spec",
+    "error:TreeSpec_ctor",
+]
 
 
 @pytest.mark.parametrize("op", OP_NAMES)
 def test_no_leak(impl, op):
-    fn = ops(impl)[op]
-    n, n_traced = iterations(impl)
+    check_no_leak(ops(impl)[op], *iterations(impl))
+
+
+def _more_ops(impl):
+    base_spec_leaves = impl.tree_flatten(TREE)
+    bad = make_tree()
+    bad[KEY] = [LEAVES[0], (LEAVES[1], None, LEAVES[2])]
+
+    def swallow(exc_type, fn):
+        def run():
+            try:
+                fn()
+            except exc_type:
+                pass
+            else:  # pragma: no cover
+                raise AssertionError("expected an exception")
+
+        return run
+
+    def raise_midway(x):
+        if x is LEAVES[3]:
+            raise Boom("func failed")
+        return x
+
+    leaves, spec = base_spec_leaves
+    return more_ops(impl, spec, leaves, bad, swallow, raise_midway)
+
+
+@pytest.mark.parametrize("op", MORE_OP_NAMES)
+def test_no_leak_more(engine, op):
+    # The reference cannot leak C references and its time is all Python:
+    # these run against the engine only.
+    n, n_traced = iterations(engine)
+    if op in PYTHON_HEAVY and not os.environ.get("CPYTREE_LEAK_ITERATIONS"):
+        n, n_traced = min(n, 10_000), min(n_traced, 1_000)
+    check_no_leak(_more_ops(engine)[op], n, n_traced)
+
+
+def check_no_leak(fn, n, n_traced):
     for _ in range(WARMUP):
         fn()
     gc.collect()
@@ -228,3 +397,71 @@ def test_leak_checks_can_fail(impl):
     sink.clear()
     assert grew_refs == n
     assert grew_blocks >= BLOCKS_SLACK
+
+
+# ---------------------------------------------------------------- the GC's view of specs
+
+
+class CtxObj:
+    """A context (or dict key) that can point back at a spec."""
+
+    def __init__(self, tag):
+        self.tag = tag
+        self.ref = None
+
+    def __eq__(self, other):
+        return type(other) is CtxObj and other.tag == self.tag
+
+    def __hash__(self):
+        return hash(self.tag)
+
+
+def test_get_referents_shows_contexts(engine):
+    # The collector must see every object a spec keeps alive: dict keys, the
+    # namedtuple class, custom types and contexts, defaultdict factories.
+    _register_more()
+    key = CtxObj("key")
+    ctx = CtxObj("ctx")
+    tree = {key: [1, 2], "nt": Point(1, 2), "h": Holder(ctx, 3), "dd": defaultdict(make_list, {})}
+    spec = engine.tree_structure(tree)
+    referents = gc.get_referents(spec)
+    for obj in (key, ctx, Point, Holder, make_list):
+        assert any(r is obj for r in referents), f"{obj!r} not among {referents!r}"
+
+
+@pytest.mark.parametrize("where", ["context", "dict_key"])
+def test_cycle_through_spec_is_collected(impl, where):
+    import weakref
+
+    _register_more()
+    obj = CtxObj("cycle")
+    tree = Holder(obj, 1) if where == "context" else {obj: 1}
+    spec = impl.tree_structure(tree)
+    obj.ref = spec  # spec -> context (or key) -> spec
+    try:
+        spec_ref = weakref.ref(spec)
+    except TypeError:  # the reference TreeSpec has no weakref slot; the
+        spec_ref = lambda: None  # noqa: E731 - spec holds obj: obj dead means spec dead
+    obj_ref = weakref.ref(obj)
+    del spec, obj, tree
+    gc.collect()
+    assert spec_ref() is None and obj_ref() is None, "a cycle through a spec was not collected"
+
+
+def test_interning_returns_references(engine):
+    # Many distinct structures made from fresh keys and contexts: when the
+    # specs die, the intern table shrinks back and every key and context has
+    # its old reference count.
+    _register_more()
+    keys = [CtxObj(i) for i in range(200)]
+    ctxs = [CtxObj(-i) for i in range(200)]
+    table_before = engine._C._intern_table_size()
+    before = [sys.getrefcount(o) for o in keys + ctxs]
+    specs = [engine.tree_structure({k: Holder(c, 0)}) for k, c in zip(keys, ctxs)]
+    again = [engine.tree_structure({k: Holder(c, 1)}) for k, c in zip(keys, ctxs)]
+    assert all(a is b for a, b in zip(specs, again)), "equal structures were not interned"
+    assert engine._C._intern_table_size() >= table_before + len(keys)
+    del specs, again
+    gc.collect()
+    assert engine._C._intern_table_size() == table_before
+    assert [sys.getrefcount(o) for o in keys + ctxs] == before
