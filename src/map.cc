@@ -133,9 +133,21 @@ class Mapper {
   }
 
   PyObject* MapNamedTuple(PyObject* tuple, int depth) {
-    Ref values(MapTuple(tuple, depth));
-    if (!values) return nullptr;
-    return PyObject_Call(reinterpret_cast<PyObject*>(Py_TYPE(tuple)), values.get(), nullptr);
+    std::size_t rbase = b_->leaves.size();
+    Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* v = Visit(PyTuple_GET_ITEM(tuple, i), depth + 1);
+      if (v == nullptr) {
+        ReleaseFrom(&b_->leaves, rbase);
+        return nullptr;
+      }
+      b_->leaves.push_back(v);
+    }
+    // cls(*values), consuming the results.
+    PyObject* out = NewNamedTuple(reinterpret_cast<PyObject*>(Py_TYPE(tuple)),
+                                  b_->leaves.data() + rbase, n);
+    b_->leaves.resize(rbase);
+    return out;
   }
 
   PyObject* MapDeque(PyObject* deque, int depth) {

@@ -126,6 +126,7 @@ struct NamedTupleCacheEntry {
   PyTypeObject* type = nullptr;
   unsigned int version_tag = 0;
   bool is_namedtuple = false;
+  signed char plain_new = -1;  // PlainNamedTupleNew's answer; -1 not computed yet
 };
 NamedTupleCacheEntry g_namedtuple_cache[64];
 
@@ -153,8 +154,69 @@ int IsNamedTupleClass(PyTypeObject* type) {
     slot.type = type;
     slot.version_tag = type->tp_version_tag;
     slot.is_namedtuple = r == 1;
+    slot.plain_new = -1;
   }
   return r;
+}
+
+namespace {
+
+// Whether `cls(*values)` would only run the __new__ collections.namedtuple
+// generated (`_tuple_new(_cls, (x, y, ...))`): that __new__ unchanged, no
+// __init__ and a plain metaclass. Then the tuple can be built directly.
+bool ComputePlainNamedTupleNew(PyTypeObject* type) {
+  if (Py_TYPE(type)->tp_call != PyType_Type.tp_call) return false;  // metaclass __call__
+  if (type->tp_init != PyTuple_Type.tp_init && type->tp_init != PyBaseObject_Type.tp_init) {
+    return false;  // a subclass __init__ would run
+  }
+  Ref new_attr(PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "__new__"));
+  if (!new_attr || !PyFunction_Check(new_attr.get())) {
+    PyErr_Clear();
+    return false;
+  }
+  PyObject* globals = PyFunction_GetGlobals(new_attr.get());
+  PyObject* tuple_new = PyDict_GetItemString(globals, "_tuple_new");
+  PyObject* module_name = PyDict_GetItemString(globals, "__name__");
+  if (tuple_new == nullptr || module_name == nullptr || !PyUnicode_Check(module_name)) {
+    return false;
+  }
+  Ref expected(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyTuple_Type), "__new__"));
+  if (!expected) {
+    PyErr_Clear();
+    return false;
+  }
+  Ref prefix(PyUnicode_FromString("namedtuple_"));
+  return prefix && tuple_new == expected.get() &&
+         PyUnicode_Tailmatch(module_name, prefix.get(), 0, 11, -1) == 1;
+}
+
+}  // namespace
+
+bool PlainNamedTupleNew(PyTypeObject* type) {
+  NamedTupleCacheEntry& slot = CacheSlot(type);
+  bool cached = slot.type == type && HasValidVersionTag(type) &&
+                slot.version_tag == type->tp_version_tag;
+  if (cached && slot.plain_new >= 0) return slot.plain_new == 1;
+  bool plain = ComputePlainNamedTupleNew(type);
+  if (cached) slot.plain_new = plain ? 1 : 0;
+  return plain;
+}
+
+PyObject* NewNamedTuple(PyObject* cls, PyObject** values, Py_ssize_t n) {
+  PyTypeObject* type = reinterpret_cast<PyTypeObject*>(cls);
+  if (PlainNamedTupleNew(type)) {
+    // What `_tuple_new(cls, values)` does for a tuple subclass, minus the copy.
+    PyObject* out = type->tp_alloc(type, n);
+    if (out == nullptr) {
+      for (Py_ssize_t k = 0; k < n; ++k) Py_DECREF(values[k]);
+      return nullptr;
+    }
+    for (Py_ssize_t k = 0; k < n; ++k) PyTuple_SET_ITEM(out, k, values[k]);
+    return out;
+  }
+  PyObject* out = PyObject_Vectorcall(cls, values, n, nullptr);  // cls(*values)
+  for (Py_ssize_t k = 0; k < n; ++k) Py_DECREF(values[k]);
+  return out;
 }
 
 namespace {

@@ -82,6 +82,11 @@ inline void CacheLeafType(PyTypeObject* type) {
 // with `_fields` of str, callable `_make` and `_asdict`). -1 with an exception.
 int IsNamedTupleClass(PyTypeObject* type);
 
+// cls(*values) for a namedtuple class, consuming the n owned `values`; built
+// directly when cls uses collections.namedtuple's own __new__ (cached per
+// type like IsNamedTupleClass), else by calling cls. New reference.
+PyObject* NewNamedTuple(PyObject* cls, PyObject** values, Py_ssize_t n);
+
 // The node kind of `obj`, for objects that are not exact list/tuple/dict/None;
 // kLeaf if it is not a node. Sets *reg for kCustom; sets *error (with an
 // exception) if the namedtuple check raised.

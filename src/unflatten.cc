@@ -31,11 +31,8 @@ PyObject* BuildNode(const Node& node, PyObject* const* items, PyObject** kids) {
       for (std::uint32_t k = 0; k < n; ++k) PyList_SET_ITEM(l, k, kids[k]);
       return l;
     }
-    case NodeKind::kNamedTuple: {
-      PyObject* r = PyObject_Vectorcall(items[0], kids, n, nullptr);  // cls(*values)
-      release();
-      return r;
-    }
+    case NodeKind::kNamedTuple:
+      return NewNamedTuple(items[0], kids, n);  // cls(*values); consumes kids
     case NodeKind::kDict:
     case NodeKind::kOrderedDict:
     case NodeKind::kDefaultDict: {
