@@ -6,6 +6,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <atomic>
 #include <cstdint>
 #include <utility>
 
@@ -32,6 +33,31 @@ CPYTREE_NOINLINE void RaiseInternalError(const char* file, int line, const char*
 
 namespace cpytree {
 
+// Set by an atexit hook (module.cc) once the interpreter starts shutting
+// down, with the thread that runs the shutdown.
+extern std::atomic<bool> g_exiting;
+extern std::atomic<unsigned long> g_exiting_thread;
+
+// Whether a destructor may release Python references. Always, except in a
+// daemon thread that CPython (3.11 to 3.13) ends during finalization with
+// pthread_exit: that unwinds the C++ frames below the Python call the thread
+// was in, running their destructors without the GIL while the interpreter is
+// torn down (SIGSEGV/abort in tests/python/test_limits.py before this). Once
+// finalization has begun no other thread can hold the GIL, so a destructor
+// running outside the finalizing thread then is such an unwind: its
+// references are left alone (the process is exiting). PyGILState_Check()
+// cannot tell: it answers 1 once finalization has deleted its TSS key.
+// Costs one relaxed load until shutdown.
+inline bool MayReleaseInDestructor() {
+  if (CPYTREE_LIKELY(!g_exiting.load(std::memory_order_relaxed))) return true;
+#if PY_VERSION_HEX >= 0x030D0000
+  bool finalizing = Py_IsFinalizing();
+#else
+  bool finalizing = _Py_IsFinalizing();
+#endif
+  return !finalizing || PyThread_get_thread_ident() == g_exiting_thread.load();
+}
+
 // An owned (strong) reference, released on destruction.
 class Ref {
  public:
@@ -49,7 +75,9 @@ class Ref {
     std::swap(p_, o.p_);
     return *this;
   }
-  ~Ref() { Py_XDECREF(p_); }
+  ~Ref() {
+    if (p_ != nullptr && MayReleaseInDestructor()) Py_DECREF(p_);
+  }
 
   PyObject* get() const { return p_; }
   // Gives up ownership to the caller.

@@ -5,6 +5,9 @@
 
 namespace cpytree {
 
+std::atomic<bool> g_exiting{false};
+std::atomic<unsigned long> g_exiting_thread{0};
+
 void RaiseInternalError(const char* file, int line, const char* what) {
   PyErr_Format(PyExc_SystemError, "cpytree internal error at %s:%d: check failed: %s", file,
                line, what);

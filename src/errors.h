@@ -36,7 +36,9 @@ class PathError {
   PathError() = default;
   PathError(const PathError&) = delete;
   PathError& operator=(const PathError&) = delete;
-  ~PathError() { Py_XDECREF(message_); }
+  ~PathError() {
+    if (MayReleaseInDestructor()) Py_XDECREF(message_);
+  }
 
   // Records the mismatch (consumes `message`; null if formatting raised).
   // Always returns false, for `return err.Set(...)`.

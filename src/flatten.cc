@@ -345,6 +345,7 @@ ScratchBuilder::ScratchBuilder() {
 }
 
 ScratchBuilder::~ScratchBuilder() {
+  if (!MayReleaseInDestructor()) return;  // a daemon thread torn down at exit (common.h)
   b_->Clear();
   if (cached_) {
     b_->Trim(1 << 20);

@@ -45,6 +45,7 @@ class SpecFlattener {
         keys_(scratch->items),
         limit_(DepthLimit()) {}
   ~SpecFlattener() {
+    if (!MayReleaseInDestructor()) return;  // a daemon thread torn down at exit (common.h)
     ReleaseFrom(&held_, 0);
     ReleaseFrom(&keys_, 0);
     idx_.clear();

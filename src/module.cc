@@ -9,6 +9,13 @@
 namespace cpytree {
 namespace {
 
+// atexit hook: from here on destructors check that they hold the GIL (common.h).
+PyObject* PyMarkExiting(PyObject*, PyObject*) {
+  g_exiting_thread.store(PyThread_get_thread_ident());
+  g_exiting.store(true);
+  Py_RETURN_NONE;
+}
+
 PyObject* PyInternTableSize(PyObject*, PyObject*) {
   return PyLong_FromSsize_t(InternTableSize());
 }
@@ -65,6 +72,8 @@ PyMethodDef kModuleMethods[] = {
      "Mirrors one registration of the Python registry into the engine."},
     {"_unregister_node", PyUnregisterNode, METH_O,
      "_unregister_node(cls, /)\n--\n\nRemoves a mirrored registration."},
+    {"_mark_exiting", PyMarkExiting, METH_NOARGS,
+     "_mark_exiting()\n--\n\nInterpreter shutdown has begun (registered with atexit)."},
     {"_intern_table_size", PyInternTableSize, METH_NOARGS,
      "_intern_table_size()\n--\n\nNumber of live interned specs (for tests)."},
     {nullptr, nullptr, 0, nullptr},
@@ -92,6 +101,14 @@ PyMODINIT_FUNC PyInit__C() {
   }
   Py_INCREF(LeafSpec());
   if (PyModule_AddObject(m, "_LEAF_SPEC", LeafSpec()) < 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
+  // atexit hooks run before daemon threads are torn down (common.h).
+  Ref atexit(PyImport_ImportModule("atexit"));
+  Ref hook(atexit ? PyObject_GetAttrString(m, "_mark_exiting") : nullptr);
+  Ref done(hook ? PyObject_CallMethod(atexit.get(), "register", "O", hook.get()) : nullptr);
+  if (!done) {
     Py_DECREF(m);
     return nullptr;
   }

@@ -45,7 +45,9 @@ struct SpecBuilder {
   SpecBuilder() = default;
   SpecBuilder(const SpecBuilder&) = delete;
   SpecBuilder& operator=(const SpecBuilder&) = delete;
-  ~SpecBuilder() { Clear(); }
+  ~SpecBuilder() {
+    if (MayReleaseInDestructor()) Clear();  // see common.h
+  }
 
   void Clear() {
     for (auto* v : {&items, &leaves, &pending, &paths}) {

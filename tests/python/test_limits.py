@@ -1,0 +1,274 @@
+"""Limits: very large trees, very deep trees, interpreter shutdown.
+
+* Large: a tree of N leaves (10,000,000 under `make stress`, CPYTREE_STRESS=1;
+  1,000,000 in `make test`) flattens, maps and unflattens with peak memory
+  proportional to N, measured in a child process as peak RSS over the input's
+  own size, per leaf; and the engine keeps nothing once the results are gone.
+* Deep: past the depth limit (Python's recursion limit, capped at 20,000 so a
+  raised limit cannot overflow the C stack) every traversal raises
+  RecursionError saying what happened; just under the cap, everything works,
+  in the main thread and in a thread.
+* Shutdown: an interpreter that exits with live specs (in globals, in cycles,
+  in contexts), registrations, atexit handlers and daemon threads still
+  flattening exits cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import support
+
+STRESS = bool(os.environ.get("CPYTREE_STRESS"))
+BIG = 10_000_000 if STRESS else 1_000_000
+ENGINE_CAP = 20_000  # kMaxDepth in src/common.h
+
+
+@pytest.fixture
+def engine_on():
+    if not support.engine_active():
+        pytest.skip("the C++ engine is not active")
+
+
+def run_child(code, timeout=600):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+    return proc
+
+
+# ---------------------------------------------------------------- large trees
+
+MEASURE = """
+import gc, json, resource, sys, time
+import cpytree
+
+N, shape, op = {n}, {shape!r}, {op!r}
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+def hwm():
+    # Peak RSS of this process image. Not ru_maxrss: Linux carries that over
+    # from the parent across fork and exec (pytest's own size).
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+
+leaf = object()
+if shape == "flat":
+    tree = [leaf] * N
+else:  # dicts of lists and tuples, 10 leaves each
+    tree = [{{"a": leaf, "b": leaf, "c": (leaf, leaf, None), "d": [leaf] * 5}} for _ in range(N // 10)]
+pre = None
+if op == "unflatten":
+    pre = cpytree.tree_structure(tree)
+
+def run():
+    if op == "flatten":
+        leaves, spec = cpytree.tree_flatten(tree)
+        assert len(leaves) == N and spec.num_leaves == N and leaves[-1] is leaf
+        return leaves, spec
+    if op == "leaves":
+        out = cpytree.tree_leaves(tree)
+        assert len(out) == N
+        return out
+    if op == "map":
+        out = cpytree.tree_map(lambda x: x, tree)
+        assert len(out) == len(tree)
+        return out
+    out = cpytree.tree_unflatten([leaf] * N, pre)
+    assert len(out) == len(tree)
+    return out
+
+gc.collect()
+base = rss()
+t0 = time.perf_counter()
+out = run()
+seconds = time.perf_counter() - t0
+peak = hwm()
+held_with_result = rss() - base
+# More calls: nothing accumulates (the allocator keeps what it got and may
+# need a round or two to settle, so compare the peak after 3 calls and 6).
+peaks = []
+for _ in range(5):
+    del out
+    gc.collect()
+    out = run()
+    peaks.append(hwm())
+print(json.dumps(dict(peak=(peak - base) / N, result=held_with_result / N,
+                      growth=(peaks[-1] - peaks[1]) / N, seconds=seconds)))
+"""
+
+# Bytes per leaf over the input: what the results must hold (a list of leaf
+# pointers, 8 bytes; a spec, 32 bytes a node) plus growth slack. Measured at
+# 10M leaves: flatten 80 (flat) / 61 (dicts), leaves 16, map 27 / 39,
+# unflatten 48 / 47.
+# At 1M leaves the allocator's fixed costs add up to ~45 bytes a leaf more.
+PEAK_LIMIT = {"flatten": 96, "leaves": 24, "map": 64, "unflatten": 64}
+SMALL_SLACK = 0 if BIG >= 10_000_000 else 48
+
+
+@pytest.mark.parametrize("shape", ["flat", "dicts"])
+@pytest.mark.parametrize("op", ["flatten", "leaves", "map", "unflatten"])
+def test_large_tree_memory_is_proportional(engine_on, shape, op):
+    proc = run_child(MEASURE.format(n=BIG, shape=shape, op=op))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"{shape} {op} at {BIG} leaves: {m}")
+    if os.environ.get("CPYTREE_SANITIZED"):
+        return  # ASan's quarantine and redzones make RSS meaningless
+    assert m["peak"] <= PEAK_LIMIT[op] + SMALL_SLACK, f"peak {m['peak']:.1f} bytes per leaf: {m}"
+    # Calls do not accumulate memory (the per-thread scratch space is
+    # trimmed after each call; the results' memory is reused).
+    assert m["growth"] <= 2, f"peak grew by {m['growth']:.1f} bytes per leaf over 4 calls: {m}"
+
+
+# ---------------------------------------------------------------- deep trees
+
+DEEP = """
+import sys, threading
+import cpytree
+from collections import OrderedDict
+
+sys.setrecursionlimit({limit})
+depth = {depth}
+
+def nest(d):
+    t = 0
+    for i in range(d):
+        t = [t] if i % 3 == 0 else ({{"k": t}} if i % 3 == 1 else (t,))
+    return t
+
+tree = nest(depth)
+ops = {{
+    "tree_flatten": lambda: cpytree.tree_flatten(tree),
+    "tree_leaves": lambda: cpytree.tree_leaves(tree),
+    "tree_structure": lambda: cpytree.tree_structure(tree),
+    "tree_map": lambda: cpytree.tree_map(lambda x: x, tree),
+    "tree_map_nary": lambda: cpytree.tree_map(lambda x, y: x, tree, tree),
+    "tree_map_": lambda: cpytree.tree_map_(lambda x: x, tree),
+    "tree_flatten_with_path": lambda: cpytree.tree_flatten_with_path(tree),
+    "is_leaf": lambda: cpytree.tree_leaves(tree, is_leaf=lambda x: False),
+    "spec.flatten": lambda: cpytree.tree_structure(tree).flatten(tree),
+    "flatten_up_to": lambda: cpytree.tree_structure(tree).flatten_up_to(tree),
+}}
+results = {{}}
+
+def run_all(tag):
+    for name, fn in ops.items():
+        try:
+            fn()
+            results[tag + name] = "ok"
+        except RecursionError as exc:
+            results[tag + name] = "RecursionError: " + str(exc)
+
+run_all("main:")
+t = threading.Thread(target=run_all, args=("thread:",))
+t.start()
+t.join()
+import json
+print(json.dumps(results))
+"""
+
+
+def _deep(limit, depth):
+    proc = run_child(DEEP.format(limit=limit, depth=depth), timeout=300)
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-3000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_deeper_than_recursion_limit_raises_clear_error(engine_on):
+    results = _deep(limit=1000, depth=1100)
+    for name, got in results.items():
+        assert got.startswith("RecursionError: maximum recursion depth exceeded"), (name, got)
+        assert "nested deeper than" in got and "reference cycle" in got, (name, got)
+
+
+def test_raised_recursion_limit_is_capped(engine_on):
+    # sys.setrecursionlimit(10**6) must not let a 50,000-deep tree overflow
+    # the C stack: the engine stops at its own cap, 20,000 levels.
+    results = _deep(limit=10**6, depth=2 * ENGINE_CAP + 10_000)
+    for name, got in results.items():
+        assert got.startswith("RecursionError"), (name, got)
+        assert str(ENGINE_CAP) in got, (name, got)
+
+
+def test_just_under_the_cap_works_in_threads(engine_on):
+    results = _deep(limit=10**6, depth=ENGINE_CAP - 100)
+    bad = {k: v for k, v in results.items() if v != "ok"}
+    assert not bad, bad
+
+
+# ---------------------------------------------------------------- shutdown
+
+SHUTDOWN = """
+import atexit, collections, sys, threading, time
+import cpytree
+
+class Node:
+    def __init__(self, a, ctx):
+        self.a, self.ctx = a, ctx
+
+class Ctx:
+    def __init__(self):
+        self.spec = None
+    def __eq__(self, other):
+        return isinstance(other, Ctx)
+    def __hash__(self):
+        return 1
+
+cpytree.register_pytree_node(Node, lambda n: ([n.a], n.ctx), lambda v, c: Node(v[0], c),
+                             serialized_type_name="shutdown.Node")
+ctx = Ctx()
+SPECS = [cpytree.tree_structure({{"a": [1, (2, 3)], "n": Node(4, ctx)}})]
+ctx.spec = SPECS[0]  # a cycle: spec -> context -> spec
+Node.class_spec = cpytree.tree_structure(Node(1, Ctx()))  # a spec on a registered class
+cycle = []
+cycle.append(cpytree.tree_structure([cycle, collections.OrderedDict(x=1)]))
+leaves, SPEC = cpytree.tree_flatten(collections.defaultdict(list, {{"k": [1, 2]}}))
+
+def at_exit():
+    # Runs during finalization, with everything above still alive.
+    leaves, spec = cpytree.tree_flatten({{"x": Node(1, Ctx())}})
+    assert cpytree.tree_unflatten(leaves, spec)["x"].a == 1
+    print("atexit ran", flush=True)
+
+atexit.register(at_exit)
+
+def spin():
+    tree = {{"a": [Node(i, ctx) for i in range(50)]}}
+    while True:
+        cpytree.tree_map(lambda x: x, tree)
+        cpytree.tree_flatten(tree, is_leaf=lambda x: False)
+
+for _ in range({threads}):
+    threading.Thread(target=spin, daemon=True).start()
+time.sleep(0.2)
+print("exiting", flush=True)
+{exit}
+"""
+
+
+@pytest.mark.parametrize("how", ["return", "sys.exit", "exception"])
+@pytest.mark.parametrize("threads", [0, 4])
+def test_interpreter_shutdown_is_clean(how, threads):
+    # With daemon threads inside the engine at exit, CPython 3.11-3.13 ends
+    # them with pthread_exit, which runs the C++ destructors of their frames
+    # without the GIL: that crashed (SIGSEGV) about one exit in four until
+    # destructors learnt to leave references alone then (src/common.h).
+    exit_stmt = {"return": "", "sys.exit": "sys.exit(0)", "exception": "raise SystemExit(0)"}[how]
+    for _ in range(6 if threads else 1):  # the crash was a race: try a few times
+        proc = run_child(SHUTDOWN.format(threads=threads, exit=exit_stmt), timeout=120)
+        assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-3000:]}"
+        assert "exiting" in proc.stdout and "atexit ran" in proc.stdout, proc.stdout
+        assert proc.stderr.strip() == "", proc.stderr[-3000:]
