@@ -1,10 +1,28 @@
 """Every pytree backend importable in this process, behind one small interface.
 
-A `Backend` exposes `flatten(tree) -> (leaves, spec)`, `leaves(tree)`,
-`unflatten(spec, leaves)` and `map(f, tree)`, plus `call(op, tree, f)`, which
-gives the library's own function and arguments so timing loops call it with
-no adapter frame in between. A backend that cannot be imported is returned
-with `available=False` and the reason; discovery never raises.
+A `Backend` maps each op of `OPS` it can do to a *stager*: given the
+operands (a tree, a separately built twin of it, a unary and a binary
+function), the stager does any setup (e.g. flattening to get a spec) and
+returns `(fn, args, kwargs)`, the library's own function and arguments, so
+timing loops call it with no adapter frame in between. An op a backend has
+no equivalent for is absent (shown as "n/a"); where the backend's nearest
+spelling is not the op itself, `equivalents[op]` says what runs.
+
+Ops (what cpytree and torch run):
+  flatten        tree_flatten(tree)
+  leaves         tree_leaves(tree)
+  unflatten      tree_unflatten(leaves, spec)
+  map            tree_map(f, tree)
+  map-nary       tree_map(f2, tree, twin): two trees of one structure
+  flatten-paths  tree_flatten_with_path(tree)
+  flatten-spec   the twin flattened against tree's spec, as every call of an
+                 exported or compiled graph does: spec.flatten(twin) (cpytree),
+                 torch.fx._pytree.tree_flatten_spec(twin, spec) (torch)
+  spec-eq        spec == spec_of_twin: two separately built specs
+  dumps, loads   treespec_dumps(spec), treespec_loads(text)
+
+A backend that cannot be imported is returned with `available=False` and
+the reason; discovery never raises.
 
 Backends (name: what):
   cpytree            the package (`import cpytree`)
@@ -17,11 +35,12 @@ Backends (name: what):
                      is the tree itself; cannot register custom nodes)
   floor              `pytree_floor`, the measuring instrument of
                      /work/shared/tools/floor: list/tuple/dict only, so it
-                     runs builtin-only workloads. Found on sys.path or in the
-                     folder named by $CPYTREE_FLOOR_PATH.
+                     runs builtin-only workloads, and only the first four ops.
+                     Found on sys.path or in the folder named by
+                     $CPYTREE_FLOOR_PATH.
 
-Workloads' custom node classes are registered with every backend that can
-register them, once per process.
+Workloads' custom node classes (and their namedtuples, for serialization)
+are registered with every backend that can register them, once per process.
 
 Usage:
 
@@ -36,19 +55,41 @@ import atexit
 import contextlib
 import importlib
 import importlib.util
+import operator
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .workloads import CUSTOM_NODES, CustomNode, Workload
+from .workloads import CUSTOM_NODES, NAMEDTUPLES, CustomNode, Workload
 
-__all__ = ["ALIASES", "BACKEND_NAMES", "OPS", "Backend", "NativeCall", "discover", "resolve_names"]
+__all__ = [
+    "ALIASES",
+    "BACKEND_NAMES",
+    "OPS",
+    "Backend",
+    "Operands",
+    "Staged",
+    "discover",
+    "identity",
+    "resolve_names",
+]
 
-OPS = ("flatten", "leaves", "unflatten", "map")
+OPS = (
+    "flatten",
+    "leaves",
+    "unflatten",
+    "map",
+    "map-nary",
+    "flatten-paths",
+    "flatten-spec",
+    "spec-eq",
+    "dumps",
+    "loads",
+)
 
 BACKEND_NAMES = ("cpytree", "cpytree-reference", "torch", "optree", "jax", "dm-tree", "floor")
 
@@ -65,28 +106,31 @@ ALIASES = {
 # optree namespace holding torch's settings and the workloads' custom nodes.
 OPTREE_NAMESPACE = "cpytree-harness"
 
+Staged = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+
+def identity(x: Any) -> Any:
+    """The function mapped: a Python function, as PT2's tree_map callers pass."""
+    return x
+
+
+def first(x: Any, y: Any) -> Any:
+    """The function of the n-ary map."""
+    return x
+
 
 @dataclass(frozen=True)
-class NativeCall:
-    """How a library spells one op: `fn(*args, **kwargs)` with args built from
-    the operands by `order`, one of "tree", "f,tree", "spec,leaves", "leaves,spec"."""
+class Operands:
+    """What an op works on: `tree`, and `twin`, a separately built tree of the
+    same structure (for n-ary map, flatten against a spec, spec equality)."""
 
-    fn: Callable[..., Any]
-    order: str
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    tree: Any
+    twin: Any
+    f: Callable[[Any], Any] = identity
+    f2: Callable[[Any, Any], Any] = first
 
-    def args(
-        self, tree: Any = None, f: Any = None, spec: Any = None, leaves: Any = None
-    ) -> tuple[Any, ...]:
-        return {
-            "tree": (tree,),
-            "f,tree": (f, tree),
-            "spec,leaves": (spec, leaves),
-            "leaves,spec": (leaves, spec),
-        }[self.order]
 
-    def __call__(self, **operands: Any) -> Any:
-        return self.fn(*self.args(**operands), **self.kwargs)
+Stager = Callable[[Operands], Staged]
 
 
 @dataclass
@@ -97,9 +141,12 @@ class Backend:
     available: bool
     reason: str = ""
     note: str = ""
+    version: str = ""
     builtin_only: bool = False
     can_register: bool = True
-    native: dict[str, NativeCall] = field(default_factory=dict)
+    ops: dict[str, Stager] = field(default_factory=dict)
+    # op -> the backend's nearest spelling, when it is not the op itself.
+    equivalents: dict[str, str] = field(default_factory=dict)
 
     def supports(self, workload: Workload) -> tuple[bool, str]:
         """Whether this backend can run `workload`, and why not."""
@@ -111,31 +158,21 @@ class Backend:
             return False, "cannot register custom nodes"
         return True, ""
 
-    def flatten(self, tree: Any) -> tuple[list[Any], Any]:
-        leaves, spec = self.native["flatten"](tree=tree)
-        return leaves, spec
+    def stage(self, op: str, operands: Operands) -> Staged:
+        """`(fn, args, kwargs)` performing `op`; KeyError when n/a."""
+        return self.ops[op](operands)
+
+    def run(self, op: str, tree: Any, twin: Any = None) -> Any:
+        """Perform `op` once (twin defaults to tree) and return its result."""
+        fn, args, kwargs = self.stage(op, Operands(tree, tree if twin is None else twin))
+        return fn(*args, **kwargs)
 
     def leaves(self, tree: Any) -> list[Any]:
-        return list(self.native["leaves"](tree=tree))
+        return list(self.run("leaves", tree))
 
-    def unflatten(self, spec: Any, leaves: Sequence[Any]) -> Any:
-        return self.native["unflatten"](spec=spec, leaves=list(leaves))
-
-    def map(self, f: Callable[[Any], Any], tree: Any) -> Any:
-        return self.native["map"](f=f, tree=tree)
-
-    def call(
-        self, op: str, tree: Any, f: Callable[[Any], Any]
-    ) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
-        """`(fn, args, kwargs)` such that `fn(*args, **kwargs)` performs `op` on
-        `tree` (for "unflatten": rebuilds it from a flatten done here)."""
-        native = self.native[op]
-        if op == "unflatten":
-            leaves, spec = self.flatten(tree)
-            args = native.args(spec=spec, leaves=leaves)
-        else:
-            args = native.args(tree=tree, f=f)
-        return native.fn, args, dict(native.kwargs)
+    def flatten(self, tree: Any) -> tuple[list[Any], Any]:
+        leaves, spec = self.run("flatten", tree)
+        return leaves, spec
 
 
 def _missing(name: str, exc: BaseException | str) -> Backend:
@@ -143,36 +180,89 @@ def _missing(name: str, exc: BaseException | str) -> Backend:
     return Backend(name, False, reason=reason.splitlines()[0] if reason else "unavailable")
 
 
-def _torch_style(mod: Any) -> dict[str, NativeCall]:
-    """Ops of a module with torch's API (cpytree, its reference, torch)."""
+def _basic_ops(
+    flatten: Callable[..., Any],
+    leaves: Callable[..., Any],
+    unflatten: Callable[..., Any],
+    tree_map: Callable[..., Any],
+    unflatten_order: str,
+    kw: dict[str, Any] | None = None,
+) -> dict[str, Stager]:
+    """flatten/leaves/unflatten/map/map-nary of a library; `unflatten_order`
+    is "leaves,spec" (torch) or "spec,leaves" (optree, jax, dm-tree)."""
+    kw = kw or {}
+
+    def stage_unflatten(o: Operands) -> Staged:
+        flat, spec = flatten(o.tree, **kw)
+        args = (flat, spec) if unflatten_order == "leaves,spec" else (spec, flat)
+        return unflatten, args, {}
+
     return {
-        "flatten": NativeCall(mod.tree_flatten, "tree"),
-        "leaves": NativeCall(mod.tree_leaves, "tree"),
-        "unflatten": NativeCall(mod.tree_unflatten, "leaves,spec"),
-        "map": NativeCall(mod.tree_map, "f,tree"),
+        "flatten": lambda o: (flatten, (o.tree,), dict(kw)),
+        "leaves": lambda o: (leaves, (o.tree,), dict(kw)),
+        "unflatten": stage_unflatten,
+        "map": lambda o: (tree_map, (o.f, o.tree), dict(kw)),
+        "map-nary": lambda o: (tree_map, (o.f2, o.tree, o.twin), dict(kw)),
     }
+
+
+def _spec_ops(
+    structure: Callable[[Any], Any], flatten_against: Callable[[Any], Stager]
+) -> dict[str, Stager]:
+    """flatten-spec and spec-eq from `structure(tree) -> spec`."""
+    return {
+        "flatten-spec": flatten_against(structure),
+        "spec-eq": lambda o: (operator.eq, (structure(o.tree), structure(o.twin)), {}),
+    }
+
+
+def _flatten_up_to(structure: Callable[[Any], Any]) -> Stager:
+    return lambda o: (structure(o.tree).flatten_up_to, (o.twin,), {})
+
+
+def _torch_style(mod: Any, flatten_against: Callable[[Any], Stager]) -> dict[str, Stager]:
+    """Ops of a module with torch's API (cpytree, its reference, torch)."""
+
+    def structure(tree: Any) -> Any:
+        return mod.tree_flatten(tree)[1]
+
+    ops = _basic_ops(
+        mod.tree_flatten, mod.tree_leaves, mod.tree_unflatten, mod.tree_map, "leaves,spec"
+    )
+    ops["flatten-paths"] = lambda o: (mod.tree_flatten_with_path, (o.tree,), {})
+    ops.update(_spec_ops(structure, flatten_against))
+    ops["dumps"] = lambda o: (mod.treespec_dumps, (structure(o.tree),), {})
+    ops["loads"] = lambda o: (mod.treespec_loads, (mod.treespec_dumps(structure(o.tree)),), {})
+    return ops
 
 
 # (backend name, class) pairs registered in this process: registries are global.
 _REGISTERED: set[tuple[str, type]] = set()
 
 
-def _register_torch_style(
-    key: str, register: Callable[..., Any], supported: Any, nodes: Iterable[CustomNode]
-) -> None:
+def _register_torch_style(key: str, mod: Any, supported: Any, nodes: Iterable[CustomNode]) -> None:
     """Register `nodes` through a torch-style `register_pytree_node`, skipping
-    classes already in `supported` (the registry of record, when known)."""
+    classes already in `supported` (the registry of record, when known), and
+    give the workloads' namedtuples a serialized name where `mod` can."""
     for node in nodes:
         if (key, node.cls) in _REGISTERED:
             continue
         if supported is None or node.cls not in supported:
-            register(
+            mod.register_pytree_node(
                 node.cls,
                 node.flatten,
                 node.unflatten,
                 serialized_type_name=node.serialized_type_name,
+                flatten_with_keys_fn=node.flatten_with_keys(mod.MappingKey),
             )
         _REGISTERED.add((key, node.cls))
+    register_namedtuple = getattr(mod, "_register_namedtuple", None)
+    for cls, name in NAMEDTUPLES:
+        if (key, cls) in _REGISTERED or register_namedtuple is None:
+            continue
+        with contextlib.suppress(ValueError):  # already registered in this process
+            register_namedtuple(cls, serialized_type_name=name)
+        _REGISTERED.add((key, cls))
 
 
 def _source_reference() -> ModuleType:
@@ -216,19 +306,31 @@ def _load_cpytree() -> tuple[Backend, Backend]:
     if hasattr(registrar, "register_pytree_node"):
         try:
             supported = getattr(ref, "SUPPORTED_NODES", None)
-            _register_torch_style(
-                "cpytree", registrar.register_pytree_node, supported, CUSTOM_NODES
-            )
+            _register_torch_style("cpytree", registrar, supported, CUSTOM_NODES)
             registered = True
-        except Exception:  # noqa: BLE001 - then registered workloads are skipped
+        except Exception:  # noqa: BLE001, S110 - then registered workloads are skipped
             pass
 
+    version = getattr(pkg, "__version__", "") if pkg is not None else ""
     if pkg is not None:
         engine = getattr(pkg, "ENGINE", None)  # "cpp" or "python"
         fallback = engine == "python" or (ref is not None and pkg.tree_flatten is ref.tree_flatten)
         note = "pure-Python fallback: the C++ engine did not load" if fallback else "C++ engine"
+        # The engine's TreeSpec validates and collects in one pass: spec.flatten(tree).
+        has_flatten = hasattr(pkg.tree_structure(((),)), "flatten")
+        against = (
+            (lambda structure: lambda o: (structure(o.tree).flatten, (o.twin,), {}))
+            if has_flatten
+            else _flatten_up_to
+        )
         pkg_backend = Backend(
-            "cpytree", True, note=note, can_register=registered, native=_torch_style(pkg)
+            "cpytree",
+            True,
+            note=f"cpytree {version}, {note}",
+            version=version,
+            can_register=registered,
+            ops=_torch_style(pkg, against),
+            equivalents={} if has_flatten else {"flatten-spec": "spec.flatten_up_to(twin)"},
         )
     else:
         pkg_backend = _missing("cpytree", pkg_error)
@@ -237,8 +339,10 @@ def _load_cpytree() -> tuple[Backend, Backend]:
             "cpytree-reference",
             True,
             note="pure-Python reference",
+            version=version,
             can_register=registered,
-            native=_torch_style(ref),
+            ops=_torch_style(ref, _flatten_up_to),
+            equivalents={"flatten-spec": "spec.flatten_up_to(twin)"},
         )
     else:
         ref_backend = _missing("cpytree-reference", ref_error)
@@ -248,11 +352,17 @@ def _load_cpytree() -> tuple[Backend, Backend]:
 def _load_torch() -> Backend:
     try:
         pt = importlib.import_module("torch.utils._pytree")
+        fx = importlib.import_module("torch.fx._pytree")
     except Exception as exc:  # noqa: BLE001
         return _missing("torch", exc)
-    _register_torch_style("torch", pt.register_pytree_node, pt.SUPPORTED_NODES, CUSTOM_NODES)
+    _register_torch_style("torch", pt, pt.SUPPORTED_NODES, CUSTOM_NODES)
+    version = sys.modules["torch"].__version__
+
+    def against(structure: Callable[[Any], Any]) -> Stager:
+        return lambda o: (fx.tree_flatten_spec, (o.twin, structure(o.tree)), {})
+
     return Backend(
-        "torch", True, note=f"torch {sys.modules['torch'].__version__}", native=_torch_style(pt)
+        "torch", True, note=f"torch {version}", version=version, ops=_torch_style(pt, against)
     )
 
 
@@ -283,16 +393,27 @@ def _load_optree() -> Backend:
             )
             _REGISTERED.add(("optree", node.cls))
     kw = {"none_is_leaf": True, "namespace": ns}
+
+    def structure(tree: Any) -> Any:
+        return optree.tree_structure(tree, **kw)
+
+    ops = _basic_ops(
+        optree.tree_flatten,
+        optree.tree_leaves,
+        optree.tree_unflatten,
+        optree.tree_map,
+        "spec,leaves",
+        kw,
+    )
+    ops["flatten-paths"] = lambda o: (optree.tree_flatten_with_path, (o.tree,), dict(kw))
+    ops.update(_spec_ops(structure, _flatten_up_to))
     return Backend(
         "optree",
         True,
         note=f"optree {optree.__version__}, none_is_leaf=True, insertion-ordered dicts",
-        native={
-            "flatten": NativeCall(optree.tree_flatten, "tree", kw),
-            "leaves": NativeCall(optree.tree_leaves, "tree", kw),
-            "unflatten": NativeCall(optree.tree_unflatten, "spec,leaves"),
-            "map": NativeCall(optree.tree_map, "f,tree", kw),
-        },
+        version=optree.__version__,
+        ops=ops,
+        equivalents={"flatten-spec": "spec.flatten_up_to(twin)"},
     )
 
 
@@ -311,16 +432,18 @@ def _load_jax() -> Backend:
                 )
             _REGISTERED.add(("jax", node.cls))
     version = getattr(sys.modules.get("jax"), "__version__", "?")
+    ops = _basic_ops(
+        jtu.tree_flatten, jtu.tree_leaves, jtu.tree_unflatten, jtu.tree_map, "spec,leaves"
+    )
+    ops["flatten-paths"] = lambda o: (jtu.tree_flatten_with_path, (o.tree,), {})
+    ops.update(_spec_ops(jtu.tree_structure, _flatten_up_to))
     return Backend(
         "jax",
         True,
         note=f"jax {version}: None is an empty node, dict keys sorted",
-        native={
-            "flatten": NativeCall(jtu.tree_flatten, "tree"),
-            "leaves": NativeCall(jtu.tree_leaves, "tree"),
-            "unflatten": NativeCall(jtu.tree_unflatten, "spec,leaves"),
-            "map": NativeCall(jtu.tree_map, "f,tree"),
-        },
+        version=version,
+        ops=ops,
+        equivalents={"flatten-spec": "treedef.flatten_up_to(twin)"},
     )
 
 
@@ -334,16 +457,22 @@ def _load_dm_tree() -> Backend:
     def flatten(tree: Any) -> tuple[list[Any], Any]:
         return dm_flatten(tree), tree  # the structure is the tree itself
 
+    ops = _basic_ops(flatten, dm_flatten, dm.unflatten_as, dm.map_structure, "spec,leaves")
+    ops["flatten-paths"] = lambda o: (dm.flatten_with_path, (o.tree,), {})
+    ops["flatten-spec"] = lambda o: (dm.flatten_up_to, (o.tree, o.twin), {})
+    ops["spec-eq"] = lambda o: (dm.assert_same_structure, (o.tree, o.twin), {})
+    version = getattr(dm, "__version__", "")
     return Backend(
         "dm-tree",
         True,
-        note="dm-tree: mapping keys sorted; flatten = (tree.flatten(x), x)",
+        note=f"dm-tree {version}: mapping keys sorted; flatten = (tree.flatten(x), x)".strip(),
+        version=version,
         can_register=False,
-        native={
-            "flatten": NativeCall(flatten, "tree"),
-            "leaves": NativeCall(dm_flatten, "tree"),
-            "unflatten": NativeCall(dm.unflatten_as, "spec,leaves"),
-            "map": NativeCall(dm.map_structure, "f,tree"),
+        ops=ops,
+        equivalents={
+            "flatten": "(tree.flatten(tree), tree)",
+            "flatten-spec": "tree.flatten_up_to(tree, twin)",
+            "spec-eq": "tree.assert_same_structure(tree, twin)",
         },
     )
 
@@ -351,11 +480,11 @@ def _load_dm_tree() -> Backend:
 def _load_floor() -> Backend:
     try:
         floor = importlib.import_module("pytree_floor")
-    except ImportError as first:
+    except ImportError as first_error:
         folder = os.environ.get("CPYTREE_FLOOR_PATH")
         if not folder:
             return _missing(
-                "floor", f"{first} (build /work/shared/tools/floor, set CPYTREE_FLOOR_PATH)"
+                "floor", f"{first_error} (build /work/shared/tools/floor, set CPYTREE_FLOOR_PATH)"
             )
         if folder not in sys.path:
             sys.path.append(folder)
@@ -365,18 +494,15 @@ def _load_floor() -> Backend:
             return _missing("floor", f"{type(exc).__name__}: {exc} (CPYTREE_FLOOR_PATH={folder})")
     except Exception as exc:  # noqa: BLE001
         return _missing("floor", exc)
+    ops = _basic_ops(floor.flatten, floor.leaves, floor.unflatten, floor.tree_map, "spec,leaves")
+    del ops["map-nary"]
     return Backend(
         "floor",
         True,
         note="pytree_floor: the minimal C traversal (list/tuple/dict only)",
         builtin_only=True,
         can_register=False,
-        native={
-            "flatten": NativeCall(floor.flatten, "tree"),
-            "leaves": NativeCall(floor.leaves, "tree"),
-            "unflatten": NativeCall(floor.unflatten, "spec,leaves"),
-            "map": NativeCall(floor.tree_map, "f,tree"),
-        },
+        ops=ops,
     )
 
 

@@ -73,6 +73,10 @@ class ProgressBar:
         self.stream.flush()
         self._drawn = True
 
+    def extend(self, n: int) -> None:
+        """`n` more steps to go (a later phase of the run is now planned)."""
+        self.total += max(n, 0)
+
     def close(self) -> None:
         """Erase the bar (the table that follows is the record)."""
         if self.enabled and self._drawn:

@@ -31,6 +31,7 @@ from typing import Any
 
 __all__ = [
     "CUSTOM_NODES",
+    "NAMEDTUPLES",
     "Containers",
     "CustomNode",
     "Leaf",
@@ -59,6 +60,13 @@ class Leaf:
 # The two namedtuples optree's benchmark wraps each module's tensors in.
 Tensors = collections.namedtuple("Tensors", ["parameters", "buffers"])
 Containers = collections.namedtuple("Containers", ["parameters", "buffers"])
+
+# The namedtuples above with the serialized names backends that write
+# protocol-1 JSON (treespec_dumps) are given for them.
+NAMEDTUPLES: tuple[tuple[type, str], ...] = (
+    (Tensors, "cpytree.harness.workloads.Tensors"),
+    (Containers, "cpytree.harness.workloads.Containers"),
+)
 
 
 class ModuleNode:
@@ -97,12 +105,26 @@ class CustomNode:
 
     `flatten` and `unflatten` follow torch's convention:
     `flatten(obj) -> (children, context)`, `unflatten(children, context) -> obj`.
+    `child_names(obj)` names the children, for the key paths of
+    `tree_flatten_with_path` (each backend wraps them in its `MappingKey`).
     """
 
     cls: type
     flatten: Callable[[Any], tuple[list[Any], Any]]
     unflatten: Callable[[Iterable[Any], Any], Any]
     serialized_type_name: str
+    child_names: Callable[[Any], Iterable[Any]]
+
+    def flatten_with_keys(self, key: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """torch's `flatten_with_keys_fn` with `key(name)` as each child's key."""
+        flatten, names = self.flatten, self.child_names
+
+        def flatten_with_keys(obj: Any) -> tuple[list[tuple[Any, Any]], Any]:
+            children, context = flatten(obj)
+            keyed = [(key(n), c) for n, c in zip(names(obj), children, strict=True)]
+            return keyed, context
+
+        return flatten_with_keys
 
 
 CUSTOM_NODES: tuple[CustomNode, ...] = (
@@ -111,6 +133,7 @@ CUSTOM_NODES: tuple[CustomNode, ...] = (
         _module_node_flatten,
         _module_node_unflatten,
         "cpytree.harness.workloads.ModuleNode",
+        lambda node: node.keys,
     ),
 )
 

@@ -1,0 +1,363 @@
+"""`cpytree-harness --compile`: torch.compile of the zoo with and without
+`cpytree.install()`, every compile in a fresh process.
+
+For each model of `zoo` (torch.nn only, compiled on CPU) the study runs:
+
+1. one warm-up process, not counted: it fills torch's on-disk caches and the
+   OS file cache, so the first counted run is not the only cold one;
+2. `reps` plain runs per mode ("torch": torch as shipped; "cpytree": after
+   `cpytree.install()`), the two modes alternating which goes first: compile
+   wall clock and CPU time, Dynamo's phase timers, graph breaks and graphs,
+   output equality, and the time per call of the compiled model on tiny
+   inputs;
+3. profiled runs per mode under cProfile: the time spent inside pytree
+   functions during the compile and the number of calls into them.
+
+Each child runs with one intra-op thread and in-process Inductor compilation
+(`OMP_NUM_THREADS=1`, `TORCHINDUCTOR_COMPILE_THREADS=1`), so that two cores
+shared with other work give repeatable numbers. See `compile_child` for what
+one run measures.
+
+Usage:
+
+    study, terminal_text, markdown_text = run(models=["mlp"], reps=3)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .progress import ProgressBar
+
+__all__ = ["MODELS", "MODES", "Unavailable", "run"]
+
+# Model name -> what it is (zoo.py builds them; this table needs no torch).
+MODELS = {
+    "mlp": "Linear/ReLU stack, input (2, 16)",
+    "resnet": "ResNet-style CNN: conv stem, 2 basic blocks, pool, linear; input (1, 3, 16, 16)",
+    "transformer": "nn.TransformerEncoderLayer(d_model=32, nhead=4), input (2, 5, 32)",
+    "nested-io": "dict of dataclass/namedtuple/list in, tree_map in forward, "
+    "dict of dataclass/namedtuple out",
+}
+MODES = ("torch", "cpytree")
+_TIMEOUT_S = 900
+
+
+class Unavailable(RuntimeError):
+    """The compile study cannot run here (no torch, or no cpytree.install())."""
+
+
+def _check() -> None:
+    if importlib.util.find_spec("torch") is None:
+        raise Unavailable("torch is not installed (pip install torch==2.13.0)")
+    import cpytree
+
+    if not hasattr(cpytree, "install"):
+        raise Unavailable("this cpytree has no install() (torch integration)")
+
+
+def _env() -> dict[str, str]:
+    pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
+    path = os.environ.get("PYTHONPATH", "")
+    return dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        TORCHINDUCTOR_COMPILE_THREADS="1",
+        CPYTREE_INSTALL="0",
+        PYTHONHASHSEED="0",
+        PYTHONPATH=pkg_parent + (os.pathsep + path if path else ""),
+    )
+
+
+def _child(config: dict[str, Any]) -> dict[str, Any]:
+    from .compile_child import MARKER
+
+    cmd = [sys.executable, "-m", "cpytree.harness.compile_child", json.dumps(config)]
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, env=_env(), timeout=_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return dict(config, error=f"timed out after {_TIMEOUT_S} s")
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(MARKER):
+            return dict(json.loads(line[len(MARKER) :]), warmup=config.get("warmup", False))
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+    return dict(config, error=f"exit {proc.returncode}: " + " | ".join(tail)[-400:])
+
+
+def _plan(
+    models: list[str], reps: int, profile_reps: int, backend: str, warmup: bool
+) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = []
+    base = {"backend": backend}
+    if warmup:
+        runs += [dict(base, model=m, mode="torch", profile=False, warmup=True) for m in models]
+    for rep in range(reps):
+        for i, m in enumerate(models):
+            order = MODES if (rep + i) % 2 == 0 else MODES[::-1]
+            runs += [dict(base, model=m, mode=mode, profile=False) for mode in order]
+    for rep in range(profile_reps):
+        for i, m in enumerate(models):
+            order = MODES if (rep + i) % 2 == 0 else MODES[::-1]
+            runs += [dict(base, model=m, mode=mode, profile=True) for mode in order]
+    return runs
+
+
+def _stat(values: list[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def _summarize(runs: list[dict[str, Any]], models: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for m in models:
+        digests = {r["digest"] for r in runs if r["model"] == m and "digest" in r}
+        for mode in MODES:
+            mine = [r for r in runs if r["model"] == m and r["mode"] == mode and "error" not in r]
+            plain = [r for r in mine if not r["profile"] and not r.get("warmup")]
+            prof = [r for r in mine if r["profile"]]
+            counted = plain + prof
+            errors = [
+                r["error"] for r in runs if r["model"] == m and r["mode"] == mode and "error" in r
+            ]
+            phases = {
+                k: statistics.median(r["phases"][k] for r in plain)
+                for k in (plain[0]["phases"] if plain else {})
+            }
+            row: dict[str, Any] = {
+                "model": m,
+                "mode": mode,
+                "runs": len(plain),
+                "profiled_runs": len(prof),
+                "compile_s": _stat([r["compile_s"] for r in plain]),
+                "compile_cpu_s": _stat([r["compile_cpu_s"] for r in plain]),
+                "install_ms": 1e3 * statistics.median(r["install_s"] for r in plain)
+                if plain
+                else None,
+                "phases": phases,
+                "graph_breaks": max((r["graph_breaks"] for r in counted), default=None),
+                "break_reasons": sorted({x for r in counted for x in r["break_reasons"]}),
+                "graphs": max((r["graphs"] for r in counted), default=None),
+                "allclose_to_eager": bool(counted)
+                and all(r["same_structure"] and r["allclose_to_eager"] for r in counted),
+                "identical_across_modes": len(digests) == 1,
+                "call_us": _stat([r["call_us"] for r in plain]),
+                "eager_call_us": _stat([r["eager_call_us"] for r in plain]),
+                "pytree_ms": 1e3 * statistics.median(r["pytree_s"] for r in prof) if prof else None,
+                "pytree_share": statistics.median(
+                    r["pytree_s"] / r["profiled_total_s"] for r in prof
+                )
+                if prof
+                else None,
+                "pytree_calls": int(statistics.median(r["pytree_calls"] for r in prof))
+                if prof
+                else None,
+                "profiled_compile_s": statistics.median(r["compile_s"] for r in prof)
+                if prof
+                else None,
+                "top_pytree": prof[0]["top"][:6] if prof else [],
+                "errors": errors,
+            }
+            rows.append(row)
+    return rows
+
+
+def _f(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _spread(s: dict[str, float] | None, fmt: str) -> str:
+    if s is None:
+        return "-"
+    return f"{s['median']:{fmt}} [{s['min']:{fmt}}-{s['max']:{fmt}}]"
+
+
+def _change(row: dict[str, Any], base: dict[str, Any] | None, key: str) -> str:
+    if base is None or row is base or not row.get(key) or not base.get(key):
+        return ""
+    return f" ({(row[key]['median'] / base[key]['median'] - 1) * 100:+.1f}%)"
+
+
+_COLUMNS = (
+    "model",
+    "mode",
+    "compile s",
+    "CPU s",
+    "pytree ms (share)",
+    "pytree calls",
+    "graph breaks",
+    "graphs",
+    "= eager",
+    "same both modes",
+    "call us",
+    "eager call us",
+)
+
+
+def _table_rows(summary: list[dict[str, Any]]) -> list[list[str]]:
+    base_of = {r["model"]: r for r in summary if r["mode"] == "torch"}
+    rows = []
+    for r in summary:
+        base = base_of.get(r["model"])
+        share = f" ({r['pytree_share'] * 100:.1f}%)" if r["pytree_share"] is not None else ""
+        rows.append(
+            [
+                r["model"],
+                r["mode"],
+                _spread(r["compile_s"], ".2f") + _change(r, base, "compile_s"),
+                _spread(r["compile_cpu_s"], ".2f") + _change(r, base, "compile_cpu_s"),
+                _f(r["pytree_ms"], ".1f") + share,
+                _f(r["pytree_calls"], "d"),
+                _f(r["graph_breaks"], "d"),
+                _f(r["graphs"], "d"),
+                "yes" if r["allclose_to_eager"] else "NO",
+                "yes" if r["identical_across_modes"] else "NO",
+                _spread(r["call_us"], ".0f") + _change(r, base, "call_us"),
+                _spread(r["eager_call_us"], ".0f"),
+            ]
+        )
+    return rows
+
+
+def _headline(summary: list[dict[str, Any]]) -> list[str]:
+    out = []
+    by = {(r["model"], r["mode"]): r for r in summary}
+    for m in dict.fromkeys(r["model"] for r in summary):
+        t, c = by.get((m, "torch")), by.get((m, "cpytree"))
+        if not t or not c or not t["compile_s"] or not c["compile_s"]:
+            continue
+        parts = [
+            (
+                f"{m}: compile {t['compile_s']['median']:.2f} s -> {c['compile_s']['median']:.2f} s "
+                f"({(c['compile_s']['median'] / t['compile_s']['median'] - 1) * 100:+.1f}%)"
+            )
+        ]
+        if t["compile_cpu_s"] and c["compile_cpu_s"]:
+            a, b = t["compile_cpu_s"]["median"], c["compile_cpu_s"]["median"]
+            parts.append(f"CPU {a:.2f} s -> {b:.2f} s ({(b / a - 1) * 100:+.1f}%)")
+        if t["pytree_ms"] is not None and c["pytree_ms"] is not None:
+            parts.append(f"pytree {t['pytree_ms']:.1f} ms -> {c['pytree_ms']:.1f} ms")
+        if c.get("install_ms") is not None:
+            parts.append(f"install() {c['install_ms']:.0f} ms")
+        if t["call_us"] and c["call_us"]:
+            parts.append(f"call {t['call_us']['median']:.0f} us -> {c['call_us']['median']:.0f} us")
+        out.append(", ".join(parts))
+    return out
+
+
+def _terminal(study: dict[str, Any]) -> str:
+    rows = _table_rows(study["summary"])
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(_COLUMNS)]
+    lines = [
+        (
+            f"torch.compile(backend={study['backend']!r}) first call, median [min-max] over "
+            f"{study['settings']['reps']} fresh processes per mode; pytree time from "
+            f"{study['settings']['profile_reps']} profiled run(s) per mode"
+        ),
+        "  ".join(f"{h:<{w}}" for h, w in zip(_COLUMNS, widths, strict=True)),
+    ]
+    lines.append("-" * len(lines[-1]))
+    lines += ["  ".join(f"{c:<{w}}" for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines += [""] + _headline(study["summary"])
+    for r in study["summary"]:
+        for e in r["errors"]:
+            lines.append(f"ERROR {r['model']} {r['mode']}: {e}")
+    return "\n".join(lines)
+
+
+def _markdown(study: dict[str, Any]) -> str:
+    s = study["settings"]
+    md = [
+        "## torch.compile with and without cpytree.install()",
+        "",
+        f"Backend `{study['backend']}` on CPU, torch {study.get('torch_version', '?')}. Each "
+        f"model compiled in a fresh process: {s['reps']} plain run(s) and "
+        f"{s['profile_reps']} cProfile run(s) per mode, modes alternating which goes first"
+        + (", after one uncounted warm-up run per model." if s["warmup"] else ".")
+        + " *compile s*: wall clock of the first call of the compiled model (it compiles), "
+        "median [min-max] and the change against torch; *CPU s*: the same in CPU time of "
+        "the process and the C++ compilers it ran (steadier on a shared machine); *pytree ms*: self time inside pytree "
+        "functions during a profiled compile and its share of that compile; *pytree calls*: "
+        "calls from other code into pytree functions during it; *= eager*: "
+        "output has the eager structure and allclose values; *same both modes*: the "
+        "compiled outputs of every run of both modes are bit-identical; *call us*: time "
+        "per call of the compiled model on its tiny inputs (one thread).",
+        "",
+        "| " + " | ".join(_COLUMNS) + " |",
+        "|" + "---|" * len(_COLUMNS),
+    ]
+    md += ["| " + " | ".join(r) + " |" for r in _table_rows(study["summary"])]
+    md += [""] + [f"- {h}" for h in _headline(study["summary"])]
+    phases = [
+        f"- {r['model']} / {r['mode']}: "
+        + ", ".join(f"{k[:-2]} {v:.2f} s" for k, v in r["phases"].items())
+        for r in study["summary"]
+        if r["phases"]
+    ]
+    if phases:
+        md += ["", "Compile phases (Dynamo's timers, medians):", ""] + phases
+    tops = [r for r in study["summary"] if r["top_pytree"]]
+    if tops:
+        md += ["", "Where the pytree time goes (profiled, self time):", ""]
+        for r in tops:
+            items = ", ".join(f"{name} {secs * 1e3:.1f} ms" for name, secs in r["top_pytree"])
+            md.append(f"- {r['model']} / {r['mode']}: {items}")
+    errors = [(r, e) for r in study["summary"] for e in r["errors"]]
+    if errors:
+        md += ["", "Errors:", ""] + [f"- {r['model']} {r['mode']}: {e}" for r, e in errors]
+    return "\n".join(md)
+
+
+def run(
+    models: Sequence[str] | None = None,
+    reps: int | None = None,
+    backend: str = "inductor",
+    quick: bool = False,
+    progress: bool = True,
+) -> tuple[dict[str, Any], str, str]:
+    """Run the study; returns (results for results.json, terminal text, Markdown)."""
+    _check()
+    names = list(models) if models else list(MODELS)
+    unknown = [m for m in names if m not in MODELS]
+    if unknown:
+        raise Unavailable(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    reps = reps if reps is not None else (1 if quick else 3)
+    profile_reps = 1 if quick or reps < 3 else 2
+    warmup = not quick
+    plan = _plan(names, reps, profile_reps, backend, warmup)
+    bar = ProgressBar(len(plan), label="compiling", enabled=None if progress else False)
+    runs = []
+    try:
+        for config in plan:
+            bar.label = f"{config['model']} {config['mode']}" + (
+                " prof" if config["profile"] else ""
+            )
+            runs.append(_child(config))
+            bar.advance()
+    finally:
+        bar.close()
+    torch_version = next((r.get("torch_version") for r in runs if r.get("torch_version")), None)
+    study = {
+        "backend": backend,
+        "torch_version": torch_version,
+        "models": {m: MODELS[m] for m in names},
+        "settings": {
+            "reps": reps,
+            "profile_reps": profile_reps,
+            "warmup": warmup,
+            "env": {k: _env()[k] for k in ("OMP_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS")},
+        },
+        "runs": runs,
+        "summary": _summarize(runs, names),
+    }
+    return study, _terminal(study), _markdown(study)

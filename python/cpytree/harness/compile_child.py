@@ -1,0 +1,260 @@
+"""One compile of one zoo model in this (fresh) process; prints a JSON result.
+
+    python -m cpytree.harness.compile_child '{"model": "mlp", "mode": "cpytree",
+        "backend": "inductor", "profile": false}'
+
+Steps: import torch (timed apart), build the model and run it eagerly (the
+reference output), then in mode "cpytree" call `cpytree.install()` (timed
+apart), then time the first call of `torch.compile(model, backend=...)`,
+which compiles: wall clock and CPU time (this process and the compiler
+processes it waited for), and Dynamo's own phase timers. Then: graph breaks and graphs from Dynamo's counters; the output
+compared with the eager one (structure, and values with allclose) and a
+digest of it (the parent checks both modes give identical outputs); and,
+unless profiling, the time per call of the compiled and the eager model on
+these tiny inputs, where per-call pytree work shows.
+
+With "profile": true the compile runs under cProfile instead, and the result
+carries the time spent inside pytree functions: the self time of the Python
+functions of torch.utils._pytree, torch.fx._pytree, torch.utils._cxx_pytree
+and cpytree, of cpytree's and optree's C functions, and of the builtins those
+functions call directly (callbacks they make into other code are not
+counted). Profiling slows the compile, so its times are reported apart.
+
+The last line of stdout is `RESULT <json>`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+MARKER = "RESULT "
+
+_PYTREE_FILES = (
+    os.path.join("torch", "utils", "_pytree.py"),
+    os.path.join("torch", "fx", "_pytree.py"),
+    os.path.join("torch", "utils", "_cxx_pytree.py"),
+)
+_PYTREE_C = ("cpytree._C", "optree.")
+
+
+def _cpytree_dir() -> str:
+    import cpytree
+
+    return os.path.dirname(os.path.abspath(cpytree.__file__))
+
+
+def _is_pytree(key: tuple[str, int, str], cpytree_dir: str, harness_dir: str) -> bool:
+    filename, _, name = key
+    if filename == "~":
+        return any(tag in name for tag in _PYTREE_C)
+    if filename.endswith(_PYTREE_FILES):
+        return True
+    return filename.startswith(cpytree_dir) and not filename.startswith(harness_dir)
+
+
+def _pytree_profile(prof: Any) -> dict[str, Any]:
+    """Self time inside pytree functions, from a cProfile run with builtins."""
+    import pstats
+
+    stats = pstats.Stats(prof).stats  # key -> (cc, nc, tt, ct, callers)
+    cdir = _cpytree_dir()
+    hdir = os.path.dirname(os.path.abspath(__file__))
+    pytree = {k for k in stats if _is_pytree(k, cdir, hdir)}
+    self_s = 0.0
+    entries = 0
+    by_fn: dict[str, float] = {}
+    for key, (_, nc, tt, _, callers) in stats.items():
+        if key in pytree:
+            self_s += tt
+            by_fn[_label(key)] = by_fn.get(_label(key), 0.0) + tt
+            # Calls into pytree code from outside it.
+            entries += sum(v[0] for c, v in callers.items() if c not in pytree)
+        elif key[0] == "~":
+            # A builtin called by pytree functions: its time on their behalf.
+            tt_from = sum(v[2] for c, v in callers.items() if c in pytree)
+            if tt_from:
+                self_s += tt_from
+                label = "(builtins called by pytree functions)"
+                by_fn[label] = by_fn.get(label, 0.0) + tt_from
+    total = sum(v[2] for v in stats.values())
+    top = sorted(by_fn.items(), key=lambda kv: -kv[1])[:10]
+    return {
+        "pytree_s": self_s,
+        "pytree_calls": entries,
+        "profiled_total_s": total,
+        "top": [[name, secs] for name, secs in top],
+    }
+
+
+def _label(key: tuple[str, int, str]) -> str:
+    filename, line, name = key
+    if filename == "~":
+        return name
+    parts = filename.replace(os.sep, "/").split("/")
+    return f"{'/'.join(parts[-2:])}:{line}({name})"
+
+
+def _walk(obj: Any, out: list[Any]) -> None:
+    """Structure tokens and tensors of an output, in order."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        out.append(obj)
+    elif isinstance(obj, dict):
+        out.append(("dict", tuple(map(str, obj))))
+        for v in obj.values():
+            _walk(v, out)
+    elif isinstance(obj, (list, tuple)):
+        out.append((type(obj).__name__, len(obj)))
+        for v in obj:
+            _walk(v, out)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        fields = [f.name for f in dataclasses.fields(obj)]
+        out.append((type(obj).__name__, tuple(fields)))
+        for name in fields:
+            _walk(getattr(obj, name), out)
+    else:
+        out.append(("leaf", repr(obj)))
+
+
+def _compare(eager: Any, compiled: Any) -> tuple[bool, bool, str]:
+    """(same structure, allclose values, digest of the compiled output)."""
+    import torch
+
+    a: list[Any] = []
+    b: list[Any] = []
+    _walk(eager, a)
+    _walk(compiled, b)
+    h = hashlib.sha256()
+    for item in b:
+        if isinstance(item, torch.Tensor):
+            t = item.detach().contiguous().cpu()
+            h.update(f"{t.dtype}{tuple(t.shape)}".encode())
+            h.update(t.numpy().tobytes())
+        else:
+            h.update(repr(item).encode())
+    kinds = [("T", x.shape) if isinstance(x, torch.Tensor) else x for x in a]
+    kinds_b = [("T", x.shape) if isinstance(x, torch.Tensor) else x for x in b]
+    same = kinds == kinds_b
+    close = same and all(
+        torch.allclose(x.detach(), y.detach(), rtol=1e-4, atol=1e-5)
+        for x, y in zip(a, b, strict=True)
+        if isinstance(x, torch.Tensor)
+    )
+    return same, close, h.hexdigest()[:16]
+
+
+def _per_call(fn: Any, inputs: tuple[Any, ...], target: float = 0.01, rounds: int = 15) -> float:
+    """Median seconds per call over `rounds` samples of about `target` seconds."""
+    fn(*inputs)
+    t0 = time.perf_counter()
+    fn(*inputs)
+    one = max(time.perf_counter() - t0, 1e-7)
+    n = max(1, int(target / one))
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn(*inputs)
+        samples.append((time.perf_counter() - t0) / n)
+    return statistics.median(samples)
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its finished children (the C++
+    compiler Inductor runs is a child process)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _phases(first_call_s: float) -> dict[str, float]:
+    from torch._dynamo.utils import compilation_time_metrics as m
+
+    def total(key: str) -> float:
+        return float(sum(m.get(key, [])))
+
+    phases = {
+        "dynamo_tracing_s": total("bytecode_tracing"),
+        "backend_compile_s": total("OutputGraph.call_user_compiler"),
+        "guards_s": total("build_guards"),
+    }
+    phases["other_s"] = max(first_call_s - sum(phases.values()), 0.0)
+    return phases
+
+
+def run(config: dict[str, Any]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    import torch
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch.set_num_threads(1)
+    from . import zoo
+
+    import_s = time.perf_counter() - t0
+    model, inputs = zoo.build(config["model"])
+    eager = model(*inputs)
+    install_s = 0.0
+    if config["mode"] == "cpytree":
+        import cpytree
+
+        t0 = time.perf_counter()
+        cpytree.install()
+        install_s = time.perf_counter() - t0
+    compiled = torch.compile(model, backend=config["backend"])
+    prof = None
+    if config.get("profile"):
+        import cProfile
+
+        prof = cProfile.Profile(builtins=True)
+        prof.enable()
+    w0, c0 = time.perf_counter(), _cpu()
+    out = compiled(*inputs)
+    w1, c1 = time.perf_counter(), _cpu()
+    if prof is not None:
+        prof.disable()
+    same, close, digest = _compare(eager, out)
+    result: dict[str, Any] = {
+        "model": config["model"],
+        "mode": config["mode"],
+        "backend": config["backend"],
+        "torch_version": torch.__version__,
+        "profile": bool(prof),
+        "import_s": import_s,
+        "install_s": install_s,
+        "compile_s": w1 - w0,
+        "compile_cpu_s": c1 - c0,
+        "phases": _phases(w1 - w0),
+        "graph_breaks": int(sum(counters["graph_break"].values())),
+        "break_reasons": sorted(counters["graph_break"])[:5],
+        "graphs": int(counters["stats"].get("unique_graphs", 0)),
+        "same_structure": same,
+        "allclose_to_eager": close,
+        "digest": digest,
+    }
+    if prof is not None:
+        result.update(_pytree_profile(prof))
+    else:
+        result["call_us"] = _per_call(compiled, inputs) * 1e6
+        result["eager_call_us"] = _per_call(model, inputs) * 1e6
+        result["recompiles"] = int(counters["stats"].get("unique_graphs", 0)) - result["graphs"]
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    result = run(json.loads(args[0]))
+    sys.stdout.write("\n" + MARKER + json.dumps(result) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
