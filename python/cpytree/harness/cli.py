@@ -226,23 +226,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     t1 = time.monotonic()
     res: OpResults = plan_ops(workloads, backends, ops, expected)
     phases["plan"] = time.monotonic() - t1
+    enabled = False if args.no_progress else None
     progress = ProgressBar(
-        total_steps(len(res.cells), rounds, warmup), enabled=False if args.no_progress else None
+        total_steps(len(res.cells), rounds, warmup), prefix="ops: ", enabled=enabled
     )
     sc: ScalingResults | None = None
     try:
         t1 = time.monotonic()
         run_cells(res.cells, rounds=rounds, target=target, warmup_rounds=warmup, progress=progress)
         phases["ops"] = time.monotonic() - t1
+        progress.close()
         t1 = time.monotonic()
         if not (args.no_scaling or args.tree):
             sizes, s_rounds, budget, min_rounds = _SCALING_QUICK if args.quick else _SCALING
             if args.scaling_max:
                 sizes = tuple(n for n in scaling_mod.SIZES if n <= args.scaling_max)
-            progress.label = "building scaling trees"
             max_call = args.scaling_max_call or None
             plan = scaling_mod.plan(backends, sizes, max_call=max_call)
-            progress.extend(scaling_mod.steps(len(plan[0]), s_rounds))
+            progress = ProgressBar(
+                scaling_mod.steps(len(plan[0]), s_rounds), prefix="scaling: ", enabled=enabled
+            )
             sc = scaling_mod.run_scaling(
                 backends,
                 sizes,

@@ -35,9 +35,11 @@ class ProgressBar:
         stream: TextIO | None = None,
         enabled: bool | None = None,
         width: int = 30,
+        prefix: str = "",
     ) -> None:
         self.total = max(total, 1)
         self.label = label
+        self.prefix = prefix
         self.stream = stream if stream is not None else sys.stderr
         if enabled is None:
             isatty = getattr(self.stream, "isatty", None)
@@ -66,19 +68,16 @@ class ProgressBar:
         elapsed = now - self.start
         eta = elapsed / frac - elapsed if frac > 0 else 0.0
         line = (
-            f"\r{self.label[:28]:<28} [{'#' * filled}{'-' * (self.width - filled)}] "
+            f"\r{(self.prefix + self.label)[:28]:<28} [{'#' * filled}{'-' * (self.width - filled)}] "
             f"{frac * 100:3.0f}% {_clock(elapsed)} eta {_clock(eta)}"
         )
         self.stream.write(line)
         self.stream.flush()
         self._drawn = True
 
-    def extend(self, n: int) -> None:
-        """`n` more steps to go (a later phase of the run is now planned)."""
-        self.total += max(n, 0)
-
     def close(self) -> None:
         """Erase the bar (the table that follows is the record)."""
         if self.enabled and self._drawn:
+            self._drawn = False
             self.stream.write("\r" + " " * (self.width + 60) + "\r")
             self.stream.flush()
