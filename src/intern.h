@@ -8,12 +8,25 @@
 //
 // The intern table maps an identity hash to a chain of specs (through
 // TreeSpecObject::intern_next). It holds specs weakly: a spec unlinks itself
-// in its deallocator. Who may touch it: only code holding the GIL (the table
-// is not otherwise locked; a free-threaded build must guard it with a mutex
-// around lookup and unlink, releasing it while user __eq__ runs). Lookups may
-// run user code (__eq__ of context items); they hold a strong reference to the
-// chain entry under comparison and re-read the chain afterwards, so a table
-// changed by that code is still walked safely.
+// in its deallocator (ForgetSpec, which runs wherever the last reference
+// dies, the GC included).
+// Concurrency: who touches what, under which lock.
+// - The table, the chains and each spec's `interned`/`intern_next`: only code
+//   holding the GIL (InternView, ForgetSpec); no other lock.
+// - User code runs in the middle of an intern: ItemHash calls __hash__ of
+//   context items (holding each item, re-reading container sizes, giving up
+//   on interning if a container changed), and the chain walk calls __eq__
+//   (holding the candidate strongly and re-reading the chain after). That
+//   code may release the GIL, so other threads may insert and unlink specs
+//   meanwhile: the walk stays safe. Two threads interning one new structure
+//   at the same time may then both insert it: the table holds two equal specs
+//   (== is still true, `is` is not). Benign; both leave when they die.
+// - TreeSpecObject::eq_hash: computed lazily, written without a lock (the
+//   same value by any writer: benign under the GIL).
+// Free-threaded builds: a mutex around lookup and unlink, released while
+// user code runs; chain entries taken with a try-incref (a spec whose count
+// reached zero may still be linked until its deallocator unlinks it); eq_hash
+// as a relaxed atomic.
 #ifndef CPYTREE_SRC_INTERN_H_
 #define CPYTREE_SRC_INTERN_H_
 

@@ -15,7 +15,9 @@ PyObject* g_sequence_key = nullptr;
 PyObject* g_mapping_key = nullptr;
 PyObject* g_getattr_key = nullptr;
 
-// SequenceKey(i) for i < kCachedIndices, made on first use and kept.
+// SequenceKey(i) for i < kCachedIndices, made on first use and kept. Touched
+// with the GIL held; making a key runs Python code, during which another
+// thread may fill the same slot: the first key stored stays.
 constexpr Py_ssize_t kCachedIndices = 256;
 PyObject* g_index_keys[kCachedIndices] = {};
 
@@ -41,7 +43,7 @@ PyObject* MakeSequenceKey(Py_ssize_t i) {
   Ref index(PyLong_FromSsize_t(i));
   if (!index) return nullptr;
   PyObject* key = CallKeyType(g_sequence_key, index.get());
-  if (key != nullptr && i < kCachedIndices) {
+  if (key != nullptr && i < kCachedIndices && g_index_keys[i] == nullptr) {
     Py_INCREF(key);
     g_index_keys[i] = key;
   }

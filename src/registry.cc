@@ -198,7 +198,11 @@ bool PlainNamedTupleNew(PyTypeObject* type) {
                 slot.version_tag == type->tp_version_tag;
   if (cached && slot.plain_new >= 0) return slot.plain_new == 1;
   bool plain = ComputePlainNamedTupleNew(type);
-  if (cached) slot.plain_new = plain ? 1 : 0;
+  // Its attribute lookup may run user code (a metaclass __getattribute__)
+  // that gives this slot to another type: store only into our own entry.
+  if (cached && slot.type == type && slot.version_tag == type->tp_version_tag) {
+    slot.plain_new = plain ? 1 : 0;
+  }
   return plain;
 }
 

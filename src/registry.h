@@ -6,13 +6,29 @@
 // the builtin kinds that are not dispatched by pointer (OrderedDict,
 // defaultdict, deque) and every type registered from Python.
 //
-// Concurrency. Lookups are lock-free: the map is immutable once published and
-// reached through one atomic pointer. Registration (rare) builds a new map,
-// publishes it with a release store and retires the old one to a graveyard
-// that lives until interpreter shutdown, so a reader never sees freed memory,
-// even across user code that releases the GIL. Writers are serialised by the
-// GIL today and by `writer_mutex` in registry.cc for free-threaded builds.
-// Registration objects are never freed while the module is alive.
+// Concurrency: who touches what, under which lock.
+// - The map (registry.cc `g_map`): read lock-free by every traversal, with
+//   or without the GIL held in between: it is immutable once published and
+//   reached through one atomic pointer (acquire load). A writer copies it,
+//   changes the copy and publishes it (acq_rel exchange); the old map and
+//   every Registration ever made are retired, never freed, so a reader that
+//   loaded them before the swap, then ran user code that let other threads
+//   register or deregister, still reads valid memory (and a `reg` it holds
+//   keeps its type and functions alive). Cost: ~750 bytes and a strong
+//   reference to the type per (de)registration, kept until the process ends;
+//   freeing them needs a grace period (e.g. a count of traversals in flight,
+//   retired objects freed by the writer that sees it at zero).
+// - Writers (RegisterNode, UnregisterNode): serialised by `writer_mutex`
+//   (the GIL serialises them too on default builds). Nothing under the mutex
+//   calls into Python (only Py_INCREF), so it cannot deadlock with the GIL.
+// - g_scalar_registered: set by a writer, read relaxed; never cleared.
+// - g_leaf_type_cache (below): relaxed atomic; cleared by every Publish.
+// - The namedtuple cache (registry.cc): plain memory, touched only with the
+//   GIL held; its lookups run user code (attribute lookups), so an entry is
+//   re-validated before it is written.
+// Free-threaded builds (no GIL): the map is ready as is; the namedtuple cache
+// must become per thread or locked; the leaf-type cache needs a generation
+// (see there).
 #ifndef CPYTREE_SRC_REGISTRY_H_
 #define CPYTREE_SRC_REGISTRY_H_
 
@@ -68,8 +84,12 @@ const Registration* LookupRegistration(PyTypeObject* type);
 // repeat one leaf type: tensors), so most leaves skip the hash lookup. Every
 // registration clears it. A type freed and its address reused by another
 // non-tuple type is still correctly a leaf unless registered, which clears
-// the cache. Relaxed atomics: a stale read races only with a concurrent
-// registration of that very type, which is racy in any case.
+// the cache. Relaxed atomics. With the GIL, Classify's lookup and its
+// CacheLeafType run with no Python code between them, so no registration
+// can slip in. Without the GIL one can: a lookup that missed type T, then a
+// registration of T that clears the cache, then the store of T would keep T
+// a leaf after its registration returned. A free-threaded build must store
+// the registry generation with the type and trust only a current one.
 extern std::atomic<PyTypeObject*> g_leaf_type_cache;
 inline bool IsCachedLeafType(PyTypeObject* type) {
   return type == g_leaf_type_cache.load(std::memory_order_relaxed);

@@ -163,6 +163,36 @@ CASES = {
             return seq
         attempt(lambda: _C.tree_flatten_spec(N([1, 2, 3]), spec, {N: fn}))
     """,
+    # registry.cc namedtuple cache: while PlainNamedTupleNew(A) ran user code
+    # (a metaclass __getattribute__), another class B took A's cache slot;
+    # A's answer ("build the tuple directly") was then stored as B's, and B's
+    # unflatten skipped B.__init__.
+    "namedtuple_cache_slot_taken_during_lookup": """
+        import collections
+        armed = []
+        class Meta(type):
+            def __getattribute__(cls, name):
+                if name == "__new__" and armed:
+                    armed[0]()
+                return super().__getattribute__(name)
+        class A(collections.namedtuple("A0", "x"), metaclass=Meta):
+            pass
+        keep = []
+        for i in range(5000):
+            class B(collections.namedtuple("B0", "x")):
+                def __init__(self, *args):
+                    self.tag = "init ran"
+            if (id(B) >> 4) & 63 == (id(A) >> 4) & 63:  # the same cache slot
+                break
+            keep.append(B)
+        spec_b = cpytree.tree_structure(B(2))
+        spec_a = cpytree.tree_structure(A(1))  # A holds the slot
+        armed.append(lambda: cpytree.tree_flatten(B(3)))  # B takes it mid-lookup
+        cpytree.tree_unflatten([1], spec_a)
+        armed.clear()
+        out = cpytree.tree_unflatten([5], spec_b)
+        assert getattr(out, "tag", None) == "init ran", "B.__init__ did not run"
+    """,
 }
 
 

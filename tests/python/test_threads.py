@@ -201,7 +201,7 @@ def test_threads_flatten_map_compare_register():
         # Distinct structures from fresh keys: intern-table inserts and
         # removals while the others look specs up.
         i = next(serial)
-        spec = cpytree.tree_structure({YieldKey(i): 1, YieldKey(-i): [2]})
+        spec = cpytree.tree_structure({YieldKey(i + 1): 1, YieldKey(-i - 1): [2]})
         assert spec.num_leaves == 2
         cpytree.tree_leaves(trees, is_leaf=lambda x: time.sleep(0) or False)
 
