@@ -28,6 +28,11 @@ namespace internal_odict {
 bool VerifyLayout(PyObject* ordered_dict_type);
 bool LayoutVerified();
 bool Snapshot(PyObject* obj, std::vector<PyObject*>* keys, std::vector<PyObject*>* values);
+// If obj's keys are exactly (by identity) expected[0..n) in order, appends
+// owned values and returns 1; 0 if they differ in number or order; 2 if some
+// key is merely not identical (compare with ==); -1 on error. No user code.
+int SnapshotIfKeys(PyObject* obj, PyObject* const* expected, std::size_t n,
+                   std::vector<PyObject*>* values);
 }  // namespace internal_odict
 
 // defaultdict's default_factory / deque's maxlen (new references).

@@ -73,6 +73,20 @@ class SpecFlattener {
       // modes check the same things there).
       PyTypeObject* t = Py_TYPE(node);
       if (s.kind == NodeKind::kTuple && t == &PyTuple_Type) return VisitTuple(i, node, depth);
+      if (s.kind == NodeKind::kNamedTuple &&
+          reinterpret_cast<PyObject*>(t) == v_.items[s.ctx]) {  // the spec's very class
+        return VisitTuple(i, node, depth);
+      }
+      if (s.kind == NodeKind::kOrderedDict &&
+          reinterpret_cast<PyObject*>(t) == g_builtins.ordered_dict &&
+          internal_odict::LayoutVerified()) {
+        // The same keys in the same order (by identity): values without a
+        // key snapshot; anything else takes the general path below.
+        std::size_t base = held_.size();
+        int same = internal_odict::SnapshotIfKeys(node, v_.items + s.ctx, s.arity, &held_);
+        if (same < 0) return false;
+        if (same == 1) return VisitHeld(i, base, depth);
+      }
       if (s.kind == NodeKind::kList && t == &PyList_Type) return VisitList(i, node, depth);
       if (s.kind == NodeKind::kDict && t == &PyDict_Type) {
         // Strict checks each key as it goes; up-to must know first whether
@@ -88,6 +102,13 @@ class SpecFlattener {
             : kMode == Walk::kUpTo ? (UpToChildren(i, node) ? 1 : -1)
                                    : FxChildren(i, node);
     if (r <= 0) return r == 0;  // 0: the subtree was handled whole
+    return VisitHeld(i, base, depth);
+  }
+
+ private:
+  // Visits the children of spec node i held in held_[base:], then drops them.
+  bool VisitHeld(std::int64_t i, std::size_t base, int depth) {
+    const Node& s = v_.nodes[i];
     std::size_t ibase = PushChildren(i);
     PyObject* const* items = v_.items + s.ctx;
     for (std::size_t k = 0; k < s.arity; ++k) {
@@ -101,7 +122,6 @@ class SpecFlattener {
     return true;
   }
 
- private:
   // Pushes the child indices of spec node i, first child first, on idx_ (a
   // stack shared by all levels: no allocation per node). Returns the base.
   // Stored last child first (push_back, no zero-fill): child k of the node
