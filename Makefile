@@ -67,13 +67,19 @@ SAN_SITE         := $(SAN_PY)/site
 CLANGXX          ?= clang++
 SAN_CMAKE := -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCPYTREE_SANITIZE=ON \
   -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV))/bin/ninja
-# CPython is not instrumented: preload gcc's ASan runtime, let it own malloc
-# (PYTHONMALLOC=malloc, so freed Python objects are poisoned too) and leave
-# leak detection off (the interpreter frees little at exit).
-SAN_ENV = LD_PRELOAD=$$($(CXX) -print-file-name=libasan.so) PYTHONMALLOC=malloc \
-  PYTHONPATH=$(abspath $(SAN_SITE)) CPYTREE_SANITIZED=1 \
-  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:print_summary=1 \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+SAN_LOGS         := $(SAN_PY)/reports
+# CPython is not instrumented: preload gcc's ASan runtime (and libstdc++, or
+# ASan cannot intercept C++ throws of extensions loaded later: torch and
+# matplotlib abort), let it own malloc (PYTHONMALLOC=malloc, so freed Python
+# objects are poisoned too) and leave leak detection off (the interpreter
+# frees little at exit). Reports go to files as well as stderr: pytest's
+# capture would swallow a report from a test whose process then aborts.
+SAN_ENV = LD_PRELOAD="$$($(CXX) -print-file-name=libasan.so) $$($(CXX) -print-file-name=libstdc++.so)" \
+  PYTHONMALLOC=malloc PYTHONPATH=$(abspath $(SAN_SITE)) CPYTREE_SANITIZED=1 \
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:print_summary=1:log_path=$(abspath $(SAN_LOGS))/asan \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(abspath $(SAN_LOGS))/ubsan
+SAN_CHECK_LOGS = if ls $(SAN_LOGS)/* >/dev/null 2>&1; then head -c 20000 $(SAN_LOGS)/*; \
+  echo "sanitizer reports: $(SAN_LOGS)"; exit 1; fi
 SAN_CTEST_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # The Python suites under the sanitizers: every test, Hypothesis at its dev
@@ -97,10 +103,13 @@ sanitize-build: setup
 sanitize: sanitize-build
 	@echo "sanitize: googletest suites (ASan+UBSan)"
 	@$(SAN_CTEST_ENV) $(VENV)/bin/ctest --test-dir $(SAN_CPP) --output-on-failure -j $(JOBS)
+	@rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS)
 	@echo "sanitize: Python suites against the sanitized extension"
-	@$(SAN_ENV) HYPOTHESIS_PROFILE=dev $(PY) -m pytest $(SAN_PYTEST_ARGS)
+	@$(SAN_ENV) HYPOTHESIS_PROFILE=dev $(PY) -m pytest $(SAN_PYTEST_ARGS) || { $(SAN_CHECK_LOGS); exit 1; }
 	@echo "sanitize: differential fuzzer, random inputs"
-	@$(SAN_ENV) $(PY) tests/fuzz/pytree_fuzz.py --random 20000 --seed 7 --seconds 120
+	@$(SAN_ENV) $(PY) tests/fuzz/pytree_fuzz.py --random 20000 --seed 7 --seconds 120 || { $(SAN_CHECK_LOGS); exit 1; }
+	@$(SAN_CHECK_LOGS)
+	@echo "sanitize: no reports"
 
 # The differential fuzzing campaign (tests/fuzz/pytree_fuzz.py): atheris,
 # coverage-guided, against the normal build, growing $(FUZZ_DIR)/corpus-py;
@@ -112,9 +121,11 @@ fuzz: build fuzz-setup sanitize-build
 	@$(PY) tests/fuzz/pytree_fuzz.py -runs=$(FUZZ_RUNS) -max_total_time=$(FUZZ_SECONDS) \
 	  -max_len=1024 -artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus-py
 	@echo "fuzz: corpus and random inputs under ASan+UBSan"
-	@$(SAN_ENV) $(PY) tests/fuzz/pytree_fuzz.py --replay $(FUZZ_DIR)/corpus-py
+	@rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS)
+	@$(SAN_ENV) $(PY) tests/fuzz/pytree_fuzz.py --replay $(FUZZ_DIR)/corpus-py || { $(SAN_CHECK_LOGS); exit 1; }
 	@$(SAN_ENV) $(PY) tests/fuzz/pytree_fuzz.py --random $(FUZZ_RANDOM) --seed $$(date +%s) \
-	  --seconds $(FUZZ_SECONDS)
+	  --seconds $(FUZZ_SECONDS) || { $(SAN_CHECK_LOGS); exit 1; }
+	@$(SAN_CHECK_LOGS)
 	@$(MAKE) --no-print-directory stress
 
 # libFuzzer on the header library's Loads (tests/fuzz/cxx), seeded with the
