@@ -6,8 +6,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <cxxabi.h>
+
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #define CPYTREE_NOINLINE __attribute__((noinline))
@@ -90,6 +93,37 @@ class Ref {
 
  private:
   PyObject* p_ = nullptr;
+};
+
+// Sets the Python exception for the C++ exception being handled:
+// std::bad_alloc and std::length_error (a size past what can be allocated)
+// become MemoryError, anything else SystemError. Cold.
+CPYTREE_NOINLINE void SetPythonErrorFromCxx();
+
+// `Guarded<fn>::Call` is `fn` (any function CPython calls: a method, a slot)
+// with C++ exceptions turned into Python ones. No exception may unwind into
+// CPython's C frames (std::terminate: a failed allocation of a builder
+// vector aborted the interpreter instead of raising MemoryError). Costs
+// nothing when nothing throws. The forced unwind of a thread ended by
+// pthread_exit passes through (see MayReleaseInDestructor).
+template <auto Fn>
+struct Guarded;
+template <class R, class... A, R (*Fn)(A...)>
+struct Guarded<Fn> {
+  static R Call(A... args) {
+    try {
+      return Fn(args...);
+    } catch (abi::__forced_unwind&) {
+      throw;
+    } catch (...) {
+      SetPythonErrorFromCxx();
+      if constexpr (std::is_pointer_v<R>) {
+        return nullptr;
+      } else {
+        return static_cast<R>(-1);
+      }
+    }
+  }
 };
 
 // Bounds the recursion of one traversal. The limit is Python's recursion limit

@@ -1,12 +1,29 @@
 // Cold error paths: key path formatting and the raise helpers of common.h.
 #include "errors.h"
 
+#include <new>
+#include <stdexcept>
+
 #include "registry.h"
 
 namespace cpytree {
 
 std::atomic<bool> g_exiting{false};
 std::atomic<unsigned long> g_exiting_thread{0};
+
+void SetPythonErrorFromCxx() {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::length_error&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    PyErr_Format(PyExc_SystemError, "cpytree internal error: C++ exception: %s", e.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_SystemError, "cpytree internal error: unknown C++ exception");
+  }
+}
 
 void RaiseInternalError(const char* file, int line, const char* what) {
   PyErr_Format(PyExc_SystemError, "cpytree internal error at %s:%d: check failed: %s", file,

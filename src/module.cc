@@ -20,7 +20,10 @@ PyObject* PyInternTableSize(PyObject*, PyObject*) {
   return PyLong_FromSsize_t(InternTableSize());
 }
 
-#define FASTCALL_KW(fn) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn))
+// Every entry point is Guarded (common.h): no C++ exception reaches CPython.
+#define FASTCALL_KW(fn) \
+  reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&Guarded<fn>::Call))
+#define GUARDED(fn) (&Guarded<fn>::Call)
 constexpr int kFastKw = METH_FASTCALL | METH_KEYWORDS;
 
 PyMethodDef kModuleMethods[] = {
@@ -54,14 +57,14 @@ PyMethodDef kModuleMethods[] = {
     {"tree_map_with_path", FASTCALL_KW(PyTreeMapWithPath), kFastKw,
      "tree_map_with_path(func, tree, *rests, is_leaf=None)\n--\n\n"
      "Maps func(keypath, leaf, *rest_leaves) over a pytree."},
-    {"keystr", PyKeystr, METH_O,
+    {"keystr", GUARDED(PyKeystr), METH_O,
      "keystr(kp)\n--\n\nThe text of a key path, e.g. \"[0]['a'].x\"."},
     {"key_get", FASTCALL_KW(PyKeyGet), METH_FASTCALL,
      "key_get(obj, kp)\n--\n\nThe subtree of obj at key path kp."},
     {"_set_key_types", FASTCALL_KW(PySetKeyTypes), METH_FASTCALL,
      "_set_key_types(SequenceKey, MappingKey, GetAttrKey, /)\n--\n\n"
      "Hands the key entry classes of cpytree._keys to the engine."},
-    {"_set_constant_types", PySetConstantTypes, METH_O,
+    {"_set_constant_types", GUARDED(PySetConstantTypes), METH_O,
      "_set_constant_types(classes, /)\n--\n\n"
      "Context classes of register_constant nodes (hash(spec) hashes their .value)."},
     {"_set_torch_spec_classes", FASTCALL_KW(PySetTorchSpecClasses), METH_FASTCALL,
@@ -70,11 +73,11 @@ PyMethodDef kModuleMethods[] = {
     {"_register_node", FASTCALL_KW(PyRegisterNode), METH_FASTCALL,
      "_register_node(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn, /)\n--\n\n"
      "Mirrors one registration of the Python registry into the engine."},
-    {"_unregister_node", PyUnregisterNode, METH_O,
+    {"_unregister_node", GUARDED(PyUnregisterNode), METH_O,
      "_unregister_node(cls, /)\n--\n\nRemoves a mirrored registration."},
-    {"_mark_exiting", PyMarkExiting, METH_NOARGS,
+    {"_mark_exiting", GUARDED(PyMarkExiting), METH_NOARGS,
      "_mark_exiting()\n--\n\nInterpreter shutdown has begun (registered with atexit)."},
-    {"_intern_table_size", PyInternTableSize, METH_NOARGS,
+    {"_intern_table_size", GUARDED(PyInternTableSize), METH_NOARGS,
      "_intern_table_size()\n--\n\nNumber of live interned specs (for tests)."},
     {nullptr, nullptr, 0, nullptr},
 };

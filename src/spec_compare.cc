@@ -56,7 +56,7 @@ bool ReprNode(std::string* out, SpecView v, std::int64_t i, int indent, int dept
   for (std::size_t k = 0; k < children.size(); ++k) {
     if (k > 0) {
       out->append(",\n");
-      out->append(static_cast<std::size_t>(indent), ' ');
+      if (indent > 0) out->append(static_cast<std::size_t>(indent), ' ');
     }
     if (!ReprNode(out, v, children[k], indent, depth + 1)) return false;
   }

@@ -260,13 +260,20 @@ PyObject* MethodRepr(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
   if (!ParseArgs("__repr__", args, nargs, kwnames, kNames, 1, 0, a)) return nullptr;
   int indent = 0;
   if (a[0] != nullptr) {
-    indent = static_cast<int>(PyLong_AsLong(a[0]));
-    if (indent == -1 && PyErr_Occurred()) return nullptr;
+    // torch indents with " " * indent: nothing for n <= 0, MemoryError for
+    // absurd sizes (OverflowError past Py_ssize_t, as Python's).
+    Py_ssize_t n = PyLong_AsSsize_t(a[0]);
+    if (n == -1 && PyErr_Occurred()) return nullptr;
+    if (n > (1 << 30)) return PyErr_NoMemory();
+    indent = static_cast<int>(n < -(1 << 30) ? -(1 << 30) : n);
   }
   return SpecRepr(ViewOf(AsSpec(self)), indent);
 }
 
-#define CPYTREE_KW(fn) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn))
+// Every method and slot is Guarded (common.h): no C++ exception reaches CPython.
+#define CPYTREE_KW(fn) \
+  reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&Guarded<fn>::Call))
+#define GUARDED(fn) (&Guarded<fn>::Call)
 
 // __class__: torch's TreeSpec/LeafSpec while install() has handed them over
 // (isinstance in torch code then accepts engine specs), else the real type.
@@ -283,24 +290,24 @@ PyObject* GetClass(PyObject* self, void*) {
 PyObject* GetChildrenPrivate(PyObject* self, void*) { return ChildrenList(self); }
 
 PyGetSetDef kGetSet[] = {
-    {"type", GetType, nullptr, "The type of the root node (None for a leaf).", nullptr},
-    {"context", GetContext, nullptr, "The context of the root node.", nullptr},
-    {"num_nodes", GetNumNodes, nullptr, "Number of nodes in the tree.", nullptr},
-    {"num_leaves", GetNumLeaves, nullptr, "Number of leaves in the tree.", nullptr},
-    {"num_children", GetNumChildren, nullptr, "Number of children of the root.", nullptr},
-    {"children_specs", GetChildrenSpecs, nullptr, "Deprecated: use children().", nullptr},
-    {"_context", GetContext, nullptr, "torch's private name of context.", nullptr},
-    {"_children", GetChildrenPrivate, nullptr, "torch's private list of child specs.", nullptr},
-    {"__class__", GetClass, nullptr, "torch's TreeSpec class while install() is active.",
+    {"type", GUARDED(GetType), nullptr, "The type of the root node (None for a leaf).", nullptr},
+    {"context", GUARDED(GetContext), nullptr, "The context of the root node.", nullptr},
+    {"num_nodes", GUARDED(GetNumNodes), nullptr, "Number of nodes in the tree.", nullptr},
+    {"num_leaves", GUARDED(GetNumLeaves), nullptr, "Number of leaves in the tree.", nullptr},
+    {"num_children", GUARDED(GetNumChildren), nullptr, "Number of children of the root.", nullptr},
+    {"children_specs", GUARDED(GetChildrenSpecs), nullptr, "Deprecated: use children().", nullptr},
+    {"_context", GUARDED(GetContext), nullptr, "torch's private name of context.", nullptr},
+    {"_children", GUARDED(GetChildrenPrivate), nullptr, "torch's private list of child specs.", nullptr},
+    {"__class__", GUARDED(GetClass), nullptr, "torch's TreeSpec class while install() is active.",
      nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
 PyMethodDef kMethods[] = {
-    {"children", MethodChildren, METH_NOARGS, "children($self, /)\n--\n\nAll child specs."},
+    {"children", GUARDED(MethodChildren), METH_NOARGS, "children($self, /)\n--\n\nAll child specs."},
     {"child", CPYTREE_KW((OneArg<MethodChild, kIndex>)), METH_FASTCALL | METH_KEYWORDS,
      "child($self, index)\n--\n\nThe child spec at index."},
-    {"is_leaf", MethodIsLeaf, METH_NOARGS,
+    {"is_leaf", GUARDED(MethodIsLeaf), METH_NOARGS,
      "is_leaf($self, /)\n--\n\nWhether the spec is a leaf."},
     {"unflatten", CPYTREE_KW((OneArg<MethodUnflatten, kLeaves>)), METH_FASTCALL | METH_KEYWORDS,
      "unflatten($self, leaves)\n--\n\nRebuild a pytree from its leaves."},
@@ -311,10 +318,10 @@ PyMethodDef kMethods[] = {
      "spec\n(validated in the same pass; ValueError with the key path otherwise)."},
     {"__repr__", CPYTREE_KW(MethodRepr), METH_FASTCALL | METH_KEYWORDS | METH_COEXIST,
      "__repr__($self, indent=0)\n--\n\nThe text torch prints, children indented by indent+2."},
-    {"__reduce__", MethodReduce, METH_NOARGS, nullptr},
-    {"__copy__", MethodCopy, METH_NOARGS, nullptr},
-    {"__sizeof__", MethodSizeOf, METH_NOARGS, nullptr},
-    {"__deepcopy__", MethodDeepCopy, METH_O, nullptr},
+    {"__reduce__", GUARDED(MethodReduce), METH_NOARGS, nullptr},
+    {"__copy__", GUARDED(MethodCopy), METH_NOARGS, nullptr},
+    {"__sizeof__", GUARDED(MethodSizeOf), METH_NOARGS, nullptr},
+    {"__deepcopy__", GUARDED(MethodDeepCopy), METH_O, nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -330,13 +337,13 @@ bool InitTreeSpecType() {
                         "The structure of a pytree (interned and immutable).";
   TreeSpecType.tp_dealloc = SpecDealloc;
   TreeSpecType.tp_traverse = SpecTraverse;
-  TreeSpecType.tp_repr = SpecReprMethod;
-  TreeSpecType.tp_hash = SpecHash;
-  TreeSpecType.tp_richcompare = SpecRichCompare;
+  TreeSpecType.tp_repr = GUARDED(SpecReprMethod);
+  TreeSpecType.tp_hash = GUARDED(SpecHash);
+  TreeSpecType.tp_richcompare = GUARDED(SpecRichCompare);
   TreeSpecType.tp_weaklistoffset = offsetof(TreeSpecObject, weakrefs);
   TreeSpecType.tp_getset = kGetSet;
   TreeSpecType.tp_methods = kMethods;
-  TreeSpecType.tp_new = SpecNew;
+  TreeSpecType.tp_new = GUARDED(SpecNew);
   if (PyType_Ready(&TreeSpecType) < 0) return false;
   Node leaf = internal::MakeNode(NodeKind::kLeaf, 0, 0, 1, 1);
   g_leaf_spec = InternView(SpecView{&leaf, 1, nullptr});

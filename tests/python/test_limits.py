@@ -272,3 +272,44 @@ def test_interpreter_shutdown_is_clean(how, threads):
         assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-3000:]}"
         assert "exiting" in proc.stdout and "atexit ran" in proc.stdout, proc.stdout
         assert proc.stderr.strip() == "", proc.stderr[-3000:]
+
+
+# ---------------------------------------------------------------- out of memory
+
+OOM = """
+import resource
+import cpytree
+
+tree = [0] * 5_000_000  # 40 MB; its spec needs 160 MB of nodes
+with open("/proc/self/statm") as f:
+    vm = int(f.read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (vm + 64 * 2**20, resource.RLIM_INFINITY))
+for name, fn in [("tree_flatten", lambda: cpytree.tree_flatten(tree)),
+                 ("tree_structure", lambda: cpytree.tree_structure(tree)),
+                 ("tree_map", lambda: cpytree.tree_map(lambda x: x, [tree, tree, tree]))]:
+    try:
+        fn()
+        print(name, "ok")
+    except MemoryError:
+        print(name, "MemoryError")
+"""
+
+
+def test_out_of_memory_raises_memory_error(engine_on):
+    # A C++ allocation that fails (std::bad_alloc) must become MemoryError;
+    # an exception escaping into CPython's C frames calls std::terminate.
+    proc = run_child(OOM, timeout=120)
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    for line in proc.stdout.splitlines():
+        assert line.endswith(("ok", "MemoryError")), line
+    assert "MemoryError" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("indent", [-3, -(2**40), 0, 4])
+def test_repr_indent_out_of_range(impl, indent):
+    # torch: children joined with "\n" + " " * indent (no spaces for n <= 0).
+    # The engine aborted the interpreter (std::length_error) on a negative one.
+    spec = impl.tree_structure([1, [2, 3]])
+    text = spec.__repr__(indent=indent)
+    pad, pad2 = " " * (indent + 2), " " * (indent + 4)
+    assert text == f"TreeSpec(list, None, [*,\n{pad}TreeSpec(list, None, [*,\n{pad2}*])])"
