@@ -212,8 +212,9 @@ bool SnapshotDeque(PyObject* obj, std::vector<PyObject*>* values) {
   return true;
 }
 
-bool ParseArgs(const char* fname, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
-               const char* const* names, int total, int required, PyObject** out) {
+bool ParseArgsSlow(const char* fname, PyObject* const* args, Py_ssize_t nargs,
+                   PyObject* kwnames, const char* const* names, int total, int required,
+                   PyObject** out) {
   if (nargs > total) {
     PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional arguments (%zd given)",
                  fname, total, nargs);

@@ -346,9 +346,15 @@ ScratchBuilder::ScratchBuilder() {
 
 ScratchBuilder::~ScratchBuilder() {
   if (!MayReleaseInDestructor()) return;  // a daemon thread torn down at exit (common.h)
-  b_->Clear();
+  if (b_->HoldsNothing()) {
+    b_->nodes.clear();
+    b_->indices.clear();
+  } else {
+    b_->Clear();
+  }
   if (cached_) {
-    b_->Trim(1 << 20);
+    constexpr std::size_t kMaxKept = 1 << 20;
+    if (b_->Oversized(kMaxKept)) b_->Trim(kMaxKept);
     t_cached_in_use = false;
   } else {
     delete b_;

@@ -49,6 +49,17 @@ struct SpecBuilder {
     if (MayReleaseInDestructor()) Clear();  // see common.h
   }
 
+  // True when nothing is held: the state a finished flatten leaves behind
+  // (leaves stolen into the result list, nodes and items taken by the spec).
+  bool HoldsNothing() const {
+    return items.empty() && leaves.empty() && pending.empty() && paths.empty();
+  }
+  // Whether any array grew past `max_kept` entries (see Trim).
+  bool Oversized(std::size_t max_kept) const {
+    return nodes.capacity() > max_kept || items.capacity() > max_kept ||
+           leaves.capacity() > max_kept || pending.capacity() > max_kept ||
+           paths.capacity() > max_kept || indices.capacity() > max_kept;
+  }
   void Clear() {
     for (auto* v : {&items, &leaves, &pending, &paths}) {
       for (PyObject* o : *v) Py_DECREF(o);
