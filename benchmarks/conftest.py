@@ -23,4 +23,4 @@ def pytest_report_header(config):  # type: ignore[no-untyped-def]
     for b in backends.discover():
         state = b.note if b.available else f"MISSING ({b.reason})"
         lines.append(f"  {b.name:<18} {state}".rstrip())
-    return ["pytree backends:"] + lines
+    return ["pytree backends:", *lines]

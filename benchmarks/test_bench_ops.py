@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from cpytree.harness import backends, workloads
 
 BACKENDS = {b.name: b for b in backends.discover()}

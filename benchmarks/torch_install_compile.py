@@ -348,7 +348,8 @@ def main() -> int:
               f"({(med / base - 1) * 100:+.1f}% vs {modes[0]}; install() "
               f"{statistics.median(installs[mode]) * 1e3:.0f} ms)")  # fmt: skip
         cs = cpu[mode]
-        print(f"          cpu    {statistics.median(cs):.3f} s  min {min(cs):.3f}  max {max(cs):.3f}  "
+        print(f"          cpu    {statistics.median(cs):.3f} s  "
+              f"min {min(cs):.3f}  max {max(cs):.3f}  "
               f"({(statistics.median(cs) / base_cpu - 1) * 100:+.1f}% vs {modes[0]})")  # fmt: skip
     return 0
 

@@ -324,4 +324,4 @@ def tree_map_with_path(
 
 # Imported last, as a module: _reference imports names from this module at
 # its top, and the functions above only look into _reference when called.
-from . import _reference
+from . import _reference  # noqa: E402

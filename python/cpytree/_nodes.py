@@ -93,7 +93,7 @@ class structseq(tuple[_T_co, ...]):  # noqa: N801 (torch's name)
         """Prohibit subclassing."""
         raise TypeError("type 'structseq' is not an acceptable base type")
 
-    def __new__(cls, sequence: Iterable[_T_co], dict: dict[str, Any] = ...) -> "structseq[_T_co]":  # type: ignore[assignment]  # noqa: A002
+    def __new__(cls, sequence: Iterable[_T_co], dict: dict[str, Any] = ...) -> "structseq[_T_co]":  # noqa: A002
         raise NotImplementedError
 
 

@@ -84,7 +84,8 @@ DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL = 1
 
 
 class EnumEncoder(json.JSONEncoder):
-    """JSON encoder writing an Enum member as `{"__enum__": true, "fqn": "mod:Qual", "name": ...}`."""
+    """JSON encoder writing an Enum member as
+    `{"__enum__": true, "fqn": "mod:Qual", "name": ...}`."""
 
     def default(self, obj: object) -> str | dict[str, Any]:
         if isinstance(obj, Enum):
@@ -343,7 +344,9 @@ def bind_loads(
                 f"Unknown protocol {_short_repr(protocol)}. "
                 f"Available protocols: {list(_SUPPORTED_PROTOCOLS.keys())}",
             )
-        return _SUPPORTED_PROTOCOLS[protocol].json_to_treespec(json_schema, treespec_type, leaf_spec)
+        # `protocol` equals an int key; a float such as 1.0 finds the same entry as int(1.0).
+        protocol_fns = _SUPPORTED_PROTOCOLS[int(protocol)]
+        return protocol_fns.json_to_treespec(json_schema, treespec_type, leaf_spec)
 
     def str_to_pytree(json: str) -> Any:  # noqa: A002 (torch's parameter name)
         """Deprecated (FutureWarning): `treespec_loads`."""

@@ -40,7 +40,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
-import math
 import os
 import pickle
 import sys
@@ -275,7 +274,7 @@ class WeirdBool:
 class HKey:
     """A dict key / context item whose protocol methods misbehave once armed."""
 
-    __slots__ = ("v", "mode")
+    __slots__ = ("mode", "v")
     armed = False
 
     def __init__(self, v, mode):
@@ -621,7 +620,7 @@ def ops_for(impl, tree, other, is_leaf_cfg, func_cfg, mutator, compare):
         spec = impl.tree_structure(tree, is_leaf=il())
         text = impl.treespec_dumps(spec)
         back = loads(text)
-        if back != spec or hash(back) != hash(spec) and compare:
+        if back != spec or (hash(back) != hash(spec) and compare):
             raise Mismatch(f"{impl.__name__}: loads(dumps(spec)) != spec: {text}")
         return text
 
@@ -814,10 +813,9 @@ def run_loads_mode(s: Stream):
             raise Mismatch(f"loads({text!r}): {got_e[1]!r} vs {got_r[1]!r}")
     elif got_e[0] == "ok" and got_r[0] == "exc":
         raise Mismatch(f"loads({text!r}): engine accepted, reference raised {got_r[1]}")
-    elif got_e[0] == "exc" and got_r[0] == "ok":
-        # The engine's constructor validates contexts the reference keeps as given.
-        if got_e[1] not in (ValueError, TypeError):
-            raise Mismatch(f"loads({text!r}): engine raised {got_e[1]}, reference accepted")
+    # The engine's constructor validates contexts the reference keeps as given.
+    elif got_e[0] == "exc" and got_r[0] == "ok" and got_e[1] not in (ValueError, TypeError):
+        raise Mismatch(f"loads({text!r}): engine raised {got_e[1]}, reference accepted")
 
 
 def run_ctor_mode(s: Stream):

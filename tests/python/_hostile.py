@@ -175,11 +175,11 @@ def chain_depth(tree, shape: str, limit: int) -> int:
     d = 0
     while d < limit:
         kind = kind_at(shape, d)
-        if kind == "list" and type(tree) is list and len(tree) == 1:
+        if kind == "list" and type(tree) is list and len(tree) == 1:  # noqa: SIM114 - one per shape
             tree = tree[0]
         elif kind == "tuple" and type(tree) is tuple and len(tree) == 1:
             tree = tree[0]
-        elif kind == "dict" and type(tree) is dict and list(tree) == ["k"]:
+        elif kind == "dict" and type(tree) is dict and list(tree) == ["k"]:  # noqa: SIM114
             tree = tree["k"]
         elif kind == "ordereddict" and type(tree) is OrderedDict and list(tree) == ["k"]:
             tree = tree["k"]
@@ -249,7 +249,7 @@ def spec_ops(pt, shape: str, tree) -> None:
 class Item:
     """A leaf whose only reference is usually the container being flattened."""
 
-    __slots__ = ("tag", "payload")
+    __slots__ = ("payload", "tag")
 
     def __init__(self, tag):
         self.tag = tag

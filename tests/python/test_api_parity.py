@@ -112,7 +112,7 @@ def test_c_function_signatures() -> None:
     mismatches = []
     for name in SIGNED_NAMES:
         ours = getattr(cpytree, name)
-        if not (inspect.isbuiltin(ours) or type(ours) is type(cpytree.TreeSpec) and ours is cpytree.TreeSpec):
+        if not (inspect.isbuiltin(ours) or (type(ours) is type(cpytree.TreeSpec) and ours is cpytree.TreeSpec)):
             continue
         try:
             shape = _shape(ours)

@@ -371,7 +371,7 @@ class Shapeshifter:
         self.result = result
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _register_error_types(mod_name: str) -> None:
     if mod_name == "torch":
         mod = trees.torch_pytree()
@@ -588,7 +588,7 @@ MUTATION_OPS = list(_hostile.mutation_cases(None))
 IMPL_PARAMS = pytest.mark.parametrize("impl_name", ["cpytree", "cpytree._reference"], ids=["cpytree", "reference"])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def hostile(impl_name: str, scenario: str) -> dict:
     return support.run_isolated(impl_name, scenario)
 

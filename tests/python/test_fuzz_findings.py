@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-import support
-
 import cpytree
+import support
 
 
 class Const:
@@ -74,7 +73,7 @@ def test_interning_keeps_signed_zero_keys_apart(impl, first, second):
         k = k.imag if isinstance(k, complex) else k
         return math.copysign(1.0, k)
 
-    a_leaves, a_spec = impl.tree_flatten({first: 1})
+    _a_leaves, a_spec = impl.tree_flatten({first: 1})
     b_leaves, b_spec = impl.tree_flatten({second: 1})
     (back,) = impl.tree_unflatten(b_leaves, b_spec).keys()
     assert sign(back) == sign(second)

@@ -12,7 +12,7 @@ P = collections.namedtuple("P", "x y", defaults=[0])
 
 class Q(typing.NamedTuple):
     a: int
-    b: list = []
+    b: list = []  # noqa: RUF012 - a NamedTuple field default
 
 
 class Scaled(P):

@@ -20,8 +20,6 @@ import sys
 import threading
 import time
 
-import pytest
-
 import cpytree
 
 SECONDS = float(os.environ.get("CPYTREE_THREAD_SECONDS", "30" if os.environ.get("CPYTREE_STRESS") else "3"))

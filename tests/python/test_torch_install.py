@@ -38,12 +38,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import cpytree
 import torch.fx._pytree as fx_pytree
 import torch.utils._pytree as tp
+
+import cpytree
 import trees
-from cpytree import _reference
-from cpytree import _torch as torch_install
+from cpytree import _reference, _torch as torch_install
 
 pytestmark = pytest.mark.skipif(
     cpytree.ENGINE != "cpp", reason="install() needs the C++ engine (cpytree._C)"

@@ -28,7 +28,8 @@ import sys
 import time
 import typing
 from collections import OrderedDict, defaultdict, deque, namedtuple
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import cpytree
 

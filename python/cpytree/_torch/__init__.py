@@ -43,8 +43,7 @@ from types import ModuleType
 from typing import Any
 
 from . import _dynamo, _spec_interop
-from ._patch import Patches, find_bindings
-from ._patch import rebind_imports as _rebind_imports
+from ._patch import Patches, find_bindings, rebind_imports as _rebind_imports
 from ._registry import RegistryMirror
 
 __all__ = ["install", "is_installed", "status", "uninstall"]
@@ -133,7 +132,8 @@ def _fx_tree_flatten_spec(cpytree: ModuleType, fx_pytree: ModuleType) -> Any:
 
     def tree_flatten_spec(pytree: Any, spec: Any) -> list[Any]:
         """The leaves of `pytree` at the leaves of `spec`, as torch.fx defines them."""
-        return engine_fn(pytree, spec, registry)
+        leaves: list[Any] = engine_fn(pytree, spec, registry)
+        return leaves
 
     return tree_flatten_spec
 
@@ -201,6 +201,8 @@ def install(*, rebind_imports: bool = True) -> None:
                 qualified = f"{module_name}.{name}"
                 reason = _why_not(kind, fast, original, blockers)
                 if reason is None and has_dynamo:
+                    # _why_not() gives a reason when either is None.
+                    assert fast is not None and original is not None
                     try:
                         hooks.substitute(fast, original)
                     except (TypeError, ValueError) as error:

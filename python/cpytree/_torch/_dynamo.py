@@ -97,7 +97,8 @@ class DynamoHooks:
             (VariableBuilder._type_dispatch_impl(trace_numpy), wrap_sourced)
             for trace_numpy in (False, True)
         ]
-        tables.append((SourcelessBuilder._type_handlers, wrap_sourceless))
+        # torch assigns `_type_handlers` after the class body, where mypy does not see it.
+        tables.append((SourcelessBuilder._type_handlers, wrap_sourceless))  # type: ignore[attr-defined]
         for table, handler in tables:
             if spec_type not in table:
                 table[spec_type] = handler

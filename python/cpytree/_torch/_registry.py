@@ -26,6 +26,7 @@ registers, so the hook of the other side does not copy the change back.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import warnings
@@ -52,7 +53,9 @@ class _Entry(NamedTuple):
     from_dumpable_context: Any
 
 
-def _entry(supported: dict, serialized: dict, no_name: str, cls: type) -> _Entry | None:
+def _entry(
+    supported: dict[Any, Any], serialized: dict[Any, Any], no_name: str, cls: type
+) -> _Entry | None:
     """The registration of `cls` in a registry's tables, or None."""
     node = supported.get(cls)
     if node is None:
@@ -99,7 +102,8 @@ class RegistryMirror:
     # ------------------------------------------------------------ writing
 
     def _write(self, mod: ModuleType, register: Callable[..., None],
-               deregister: Callable[[type], None], cls: type, entry: _Entry | None) -> None:  # fmt: skip
+               deregister: Callable[[type], None], cls: type,
+               entry: _Entry | None) -> None:  # fmt: skip
         """Make `cls` map to `entry` (None: unregistered) through one registry's API.
 
         Every type registered without a serialized name shares one key of
@@ -237,10 +241,8 @@ class RegistryMirror:
         """
         tp, ref = self._tp, self._ref
         with tp._NODE_REGISTRY_LOCK:
-            try:
+            with contextlib.suppress(ValueError):
                 ref._REGISTRATION_HOOKS.remove(self._on_cpytree_change)
-            except ValueError:
-                pass
             for copied, current, write in (
                 (self._copied_into_cpytree, self._in_cpytree, self._write_cpytree),
                 (self._copied_into_torch, self._in_torch, self._write_torch),

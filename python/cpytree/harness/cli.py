@@ -35,10 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import backends as backends_mod
-from . import scaling as scaling_mod
-from . import tables
-from . import workloads as workloads_mod
+from . import backends as backends_mod, scaling as scaling_mod, tables, workloads as workloads_mod
 from .optable import plan_ops, torch_leaves
 from .progress import ProgressBar
 from .report import write_report
@@ -51,8 +48,8 @@ __all__ = ["main"]
 _DEFAULT = (10, 1, 1e-3)
 _QUICK = (3, 1, 2e-4)
 # Scaling: sizes, rounds, seconds a slow cell may spend, its least rounds.
-_SCALING = (scaling_mod.SIZES, 5, 0.35, 2)
-_SCALING_QUICK = ((10, 100, 1_000, 10_000), 3, 0.2, 2)
+_SCALING: tuple[tuple[int, ...], int, float, int] = (scaling_mod.SIZES, 5, 0.35, 2)
+_SCALING_QUICK: tuple[tuple[int, ...], int, float, int] = ((10, 100, 1_000, 10_000), 3, 0.2, 2)
 
 
 def _split(value: str | None) -> list[str] | None:

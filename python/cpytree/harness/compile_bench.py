@@ -238,7 +238,8 @@ def _headline(summary: list[dict[str, Any]]) -> list[str]:
             continue
         parts = [
             (
-                f"{m}: compile {t['compile_s']['median']:.2f} s -> {c['compile_s']['median']:.2f} s "
+                f"{m}: compile {t['compile_s']['median']:.2f} s"
+                f" -> {c['compile_s']['median']:.2f} s "
                 f"({(c['compile_s']['median'] / t['compile_s']['median'] - 1) * 100:+.1f}%)"
             )
         ]
@@ -268,7 +269,7 @@ def _terminal(study: dict[str, Any]) -> str:
     ]
     lines.append("-" * len(lines[-1]))
     lines += ["  ".join(f"{c:<{w}}" for c, w in zip(r, widths, strict=True)) for r in rows]
-    lines += [""] + _headline(study["summary"])
+    lines += ["", *_headline(study["summary"])]
     for r in study["summary"]:
         for e in r["errors"]:
             lines.append(f"ERROR {r['model']} {r['mode']}: {e}")
@@ -286,7 +287,8 @@ def _markdown(study: dict[str, Any]) -> str:
         + (", after one uncounted warm-up run per model." if s["warmup"] else ".")
         + " *compile s*: wall clock of the first call of the compiled model (it compiles), "
         "median [min-max] and the change against torch; *CPU s*: the same in CPU time of "
-        "the process and the C++ compilers it ran (steadier on a shared machine); *pytree ms*: self time inside pytree "
+        "the process and the C++ compilers it ran (steadier on a shared machine); "
+        "*pytree ms*: self time inside pytree "
         "functions during a profiled compile and its share of that compile; *pytree calls*: "
         "calls from other code into pytree functions during it; *= eager*: "
         "output has the eager structure and allclose values; *same both modes*: the "
@@ -305,7 +307,7 @@ def _markdown(study: dict[str, Any]) -> str:
         if r["phases"]
     ]
     if phases:
-        md += ["", "Compile phases (Dynamo's timers, medians):", ""] + phases
+        md += ["", "Compile phases (Dynamo's timers, medians):", "", *phases]
     tops = [r for r in study["summary"] if r["top_pytree"]]
     if tops:
         md += ["", "Where the pytree time goes (profiled, self time):", ""]

@@ -7,7 +7,8 @@ Steps: import torch (timed apart), build the model and run it eagerly (the
 reference output), then in mode "cpytree" call `cpytree.install()` (timed
 apart), then time the first call of `torch.compile(model, backend=...)`,
 which compiles: wall clock and CPU time (this process and the compiler
-processes it waited for), and Dynamo's own phase timers. Then: graph breaks and graphs from Dynamo's counters; the output
+processes it waited for), and Dynamo's own phase timers. Then: graph breaks
+and graphs from Dynamo's counters; the output
 compared with the eager one (structure, and values with allclose) and a
 digest of it (the parent checks both modes give identical outputs); and,
 unless profiling, the time per call of the compiled and the eager model on
@@ -63,14 +64,15 @@ def _pytree_profile(prof: Any) -> dict[str, Any]:
     """Self time inside pytree functions, from a cProfile run with builtins."""
     import pstats
 
-    stats = pstats.Stats(prof).stats  # key -> (cc, nc, tt, ct, callers)
+    # key -> (cc, nc, tt, ct, callers); `stats` is undocumented, so not in typeshed.
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
     cdir = _cpytree_dir()
     hdir = os.path.dirname(os.path.abspath(__file__))
     pytree = {k for k in stats if _is_pytree(k, cdir, hdir)}
     self_s = 0.0
     entries = 0
     by_fn: dict[str, float] = {}
-    for key, (_, nc, tt, _, callers) in stats.items():
+    for key, (_, _nc, tt, _, callers) in stats.items():
         if key in pytree:
             self_s += tt
             by_fn[_label(key)] = by_fn.get(_label(key), 0.0) + tt

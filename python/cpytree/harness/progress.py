@@ -68,7 +68,8 @@ class ProgressBar:
         elapsed = now - self.start
         eta = elapsed / frac - elapsed if frac > 0 else 0.0
         line = (
-            f"\r{(self.prefix + self.label)[:28]:<28} [{'#' * filled}{'-' * (self.width - filled)}] "
+            f"\r{(self.prefix + self.label)[:28]:<28} "
+            f"[{'#' * filled}{'-' * (self.width - filled)}] "
             f"{frac * 100:3.0f}% {_clock(elapsed)} eta {_clock(eta)}"
         )
         self.stream.write(line)

@@ -192,4 +192,4 @@ def write_report(
     else:
         md.append(notice)
     (out / "report.md").write_text("\n".join(md) + "\n", encoding="utf-8")
-    return ["report.md", "results.json"] + pngs, notice
+    return ["report.md", "results.json", *pngs], notice

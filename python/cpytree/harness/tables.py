@@ -142,8 +142,8 @@ def markdown_summary(res: OpResults) -> str:
         for b in shown:
             g = res.geomean_ratio(b, op)
             vals.append(fmt_ratio(g) if g is not None else "n/a")
-        rows.append([op] + vals)
-    return "\n".join(_md_table(["op"] + shown, rows))
+        rows.append([op, *vals])
+    return "\n".join(_md_table(["op", *shown], rows))
 
 
 def markdown_op_tables(res: OpResults) -> str:
@@ -160,8 +160,8 @@ def markdown_op_tables(res: OpResults) -> str:
         for b in shown:
             g = res.geomean_ratio(b, op) if b != res.baseline else None
             geo.append(fmt_ratio(g) if g is not None else "")
-        rows.append(["geomean ratio", ""] + geo)
-        parts.append("\n".join(_md_table(["workload", "nodes"] + shown, rows)))
+        rows.append(["geomean ratio", "", *geo])
+        parts.append("\n".join(_md_table(["workload", "nodes", *shown], rows)))
         parts.append("")
     return "\n".join(parts)
 
@@ -214,7 +214,7 @@ def _fmt_ns(seconds: float) -> str:
 
 
 def _scaling_rows(sc: ScalingResults, spread: bool) -> tuple[list[str], list[list[str]]]:
-    header = ["shape", "nodes"] + sc.backends
+    header = ["shape", "nodes", *sc.backends]
     rows = []
     for shape in sc.shapes:
         sizes = sorted({n for b in sc.backends for n, _ in sc.series(shape, b)})
@@ -261,4 +261,4 @@ def markdown_scaling(sc: ScalingResults) -> str:
     header, rows = _scaling_rows(sc, spread=True)
     out = _md_table(header, rows, "lr" + "r" * len(sc.backends))
     notes = [f"- {note}" for note in _scaling_notes(sc)]
-    return "\n".join(out + ([""] + notes if notes else []))
+    return "\n".join(out + (["", *notes] if notes else []))

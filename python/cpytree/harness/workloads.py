@@ -335,7 +335,7 @@ def _extract(mod: _Mod, style: str, prefix: str = "") -> Any:
         tensors = Tensors(present, buffer_list)
         od = collections.OrderedDict
         containers = Containers(od(params), od(buffers))
-    entries = children + [("tensors", tensors), ("containers", containers)]
+    entries = [*children, ("tensors", tensors), ("containers", containers)]
     if style == "builtin":
         return dict(entries)
     if style == "registered":

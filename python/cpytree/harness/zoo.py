@@ -71,7 +71,8 @@ class BasicBlock(nn.Module):
         identity = x if self.downsample is None else self.downsample(x)
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
-        return self.relu(out + identity)
+        result: torch.Tensor = self.relu(out + identity)
+        return result
 
 
 class TinyResNet(nn.Module):
@@ -87,7 +88,8 @@ class TinyResNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.layer2(self.layer1(self.stem(x)))
-        return self.fc(torch.flatten(self.pool(x), 1))
+        logits: torch.Tensor = self.fc(torch.flatten(self.pool(x), 1))
+        return logits
 
 
 class NestedIO(nn.Module):
