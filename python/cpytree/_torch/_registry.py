@@ -34,6 +34,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, NamedTuple
 
+from .. import _registry
 from ._patch import Patches
 
 # Overwriting a registration warns in torch and in cpytree; a copy must not
@@ -218,8 +219,13 @@ class RegistryMirror:
     def start(self, patches: Patches) -> None:
         """Copy both ways, then keep copying until stop()."""
         tp, ref = self._tp, self._ref
-        self._saved_lock = ref._NODE_REGISTRY_LOCK
-        ref._NODE_REGISTRY_LOCK = tp._NODE_REGISTRY_LOCK
+        # The registration functions live in cpytree._registry and read the
+        # lock there (the re-exports in cpytree and cpytree._reference are
+        # plain names nobody locks with): share torch's lock there, or a
+        # registration through each side at once takes the two locks in
+        # opposite orders and deadlocks.
+        self._saved_lock = _registry._NODE_REGISTRY_LOCK
+        _registry._NODE_REGISTRY_LOCK = tp._NODE_REGISTRY_LOCK
         with tp._NODE_REGISTRY_LOCK:
             for cls in list(tp.SUPPORTED_NODES):
                 self._copy(cls, to_cpytree=True)
@@ -251,4 +257,4 @@ class RegistryMirror:
                     if current(cls) == written:  # not changed since through its own API
                         write(cls, previous)
                 copied.clear()
-            ref._NODE_REGISTRY_LOCK = self._saved_lock
+            _registry._NODE_REGISTRY_LOCK = self._saved_lock
