@@ -36,10 +36,18 @@ BLOCKS_SLACK = 500  # pymalloc blocks (freelists, caches settling)
 RSS_SLACK = 2 * 1024 * 1024  # bytes; a 20-byte C++ leak per call is 2 MB
 
 
+# Under `make sanitize` (ASan owns malloc, with its quarantine and redzones)
+# memory sizes say nothing: only the reference counts are checked, over
+# fewer iterations.
+SANITIZED = bool(os.environ.get("CPYTREE_SANITIZED"))
+
+
 def iterations(impl) -> tuple[int, int]:
     env = os.environ.get("CPYTREE_LEAK_ITERATIONS")
     if env:
         n = int(env)
+    elif SANITIZED:
+        n = 2_000
     elif impl.__name__ == "cpytree" and support.engine_active():
         n = 100_000
     else:
@@ -370,6 +378,8 @@ def check_no_leak(fn, n, n_traced):
 
     drift = {repr(o)[:40]: a - b for o, a, b in zip(WATCHED, refs_after, refs_before) if a != b}
     assert not drift, f"refcounts changed over {n} calls: {drift}"
+    if SANITIZED:
+        return
     assert blocks_after - blocks_before < BLOCKS_SLACK, (
         f"{blocks_after - blocks_before} more allocated blocks after {n} calls"
     )
@@ -382,6 +392,7 @@ def check_no_leak(fn, n, n_traced):
     )
 
 
+@pytest.mark.skipif(SANITIZED, reason="allocated blocks are not counted with PYTHONMALLOC=malloc")
 def test_leak_checks_can_fail(impl):
     # The harness itself: a deliberate leak of one reference per call must be
     # seen by the refcount and block checks.

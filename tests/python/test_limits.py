@@ -26,6 +26,11 @@ import pytest
 import support
 
 STRESS = bool(os.environ.get("CPYTREE_STRESS"))
+# Under `make sanitize`: ASan frames are several times larger (the depth cap
+# is sized for uninstrumented frames on an 8 MB stack) and ASan's shadow
+# memory cannot live under RLIMIT_AS.
+SANITIZED = bool(os.environ.get("CPYTREE_SANITIZED"))
+skip_sanitized = pytest.mark.skipif(SANITIZED, reason="not meaningful under ASan (see above)")
 BIG = 10_000_000 if STRESS else 1_000_000
 ENGINE_CAP = 20_000  # kMaxDepth in src/common.h
 
@@ -194,6 +199,7 @@ def test_deeper_than_recursion_limit_raises_clear_error(engine_on):
         assert "nested deeper than" in got and "reference cycle" in got, (name, got)
 
 
+@skip_sanitized
 def test_raised_recursion_limit_is_capped(engine_on):
     # sys.setrecursionlimit(10**6) must not let a 50,000-deep tree overflow
     # the C stack: the engine stops at its own cap, 20,000 levels.
@@ -203,6 +209,7 @@ def test_raised_recursion_limit_is_capped(engine_on):
         assert str(ENGINE_CAP) in got, (name, got)
 
 
+@skip_sanitized
 def test_just_under_the_cap_works_in_threads(engine_on):
     results = _deep(limit=10**6, depth=ENGINE_CAP - 100)
     bad = {k: v for k, v in results.items() if v != "ok"}
@@ -266,6 +273,11 @@ def test_interpreter_shutdown_is_clean(how, threads):
     # them with pthread_exit, which runs the C++ destructors of their frames
     # without the GIL: that crashed (SIGSEGV) about one exit in four until
     # destructors learnt to leave references alone then (src/common.h).
+    if threads and SANITIZED:
+        # pthread_exit's forced unwind leaves the skipped frames poisoned and
+        # ASan then reports its own sigaltstack interceptor (a known false
+        # positive of ASan with pthread_exit): only the plain build tells.
+        pytest.skip("ASan misreports pthread_exit unwinding of daemon threads")
     exit_stmt = {"return": "", "sys.exit": "sys.exit(0)", "exception": "raise SystemExit(0)"}[how]
     for _ in range(6 if threads else 1):  # the crash was a race: try a few times
         proc = run_child(SHUTDOWN.format(threads=threads, exit=exit_stmt), timeout=120)
@@ -295,6 +307,7 @@ for name, fn in [("tree_flatten", lambda: cpytree.tree_flatten(tree)),
 """
 
 
+@skip_sanitized
 def test_out_of_memory_raises_memory_error(engine_on):
     # A C++ allocation that fails (std::bad_alloc) must become MemoryError;
     # an exception escaping into CPython's C frames calls std::terminate.
