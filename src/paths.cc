@@ -28,9 +28,64 @@ bool KeyTypesReady() {
   return false;
 }
 
+// The single field of each key class when it can be set directly: the
+// classes are frozen one-field dataclasses whose __init__ only stores the
+// field, so allocating the object and storing the slot is what calling the
+// class does, minus the Python frame of the generated __init__ (which made
+// key paths slower than optree's). Null when the class does not qualify
+// (then the class is called). Checked once in _set_key_types.
+PyObject* g_sequence_field = nullptr;
+PyObject* g_mapping_field = nullptr;
+PyObject* g_getattr_field = nullptr;
+
+PyObject* FieldOf(PyObject* cls) {
+  return cls == g_sequence_key ? g_sequence_field
+         : cls == g_mapping_key ? g_mapping_field
+                                : g_getattr_field;
+}
+
+PyObject* DirectKey(PyObject* cls, PyObject* field, PyObject* arg) {
+  PyTypeObject* type = reinterpret_cast<PyTypeObject*>(cls);
+  PyObject* key = type->tp_alloc(type, 0);
+  if (key == nullptr) return nullptr;
+  if (PyObject_GenericSetAttr(key, field, arg) < 0) {  // object.__setattr__: frozen-safe
+    Py_DECREF(key);
+    return nullptr;
+  }
+  return key;
+}
+
 PyObject* CallKeyType(PyObject* cls, PyObject* arg) {
   if (!KeyTypesReady()) return nullptr;
-  return PyObject_CallOneArg(cls, arg);
+  PyObject* field = FieldOf(cls);
+  return field != nullptr ? DirectKey(cls, field, arg) : PyObject_CallOneArg(cls, arg);
+}
+
+// The one field name of `cls` if building it directly equals calling it, else
+// null (no exception).
+PyObject* DirectField(PyObject* cls, PyObject* probe) {
+  if (!PyType_Check(cls)) return nullptr;
+  PyTypeObject* type = reinterpret_cast<PyTypeObject*>(cls);
+  if (type->tp_new != PyBaseObject_Type.tp_new || Py_TYPE(cls)->tp_call != PyType_Type.tp_call) {
+    return nullptr;
+  }
+  Ref fields(PyObject_GetAttrString(cls, "__dataclass_fields__"));
+  Ref post_init(fields ? PyObject_GetAttrString(cls, "__post_init__") : nullptr);
+  PyErr_Clear();
+  if (!fields || post_init || !PyDict_Check(fields.get()) || PyDict_GET_SIZE(fields.get()) != 1) {
+    return nullptr;
+  }
+  Py_ssize_t pos = 0;
+  PyObject *name, *value;
+  PyDict_Next(fields.get(), &pos, &name, &value);
+  // The proof: both ways give equal objects.
+  Ref called(PyObject_CallOneArg(cls, probe));
+  Ref direct(called ? DirectKey(cls, name, probe) : nullptr);
+  int same = direct ? PyObject_RichCompareBool(called.get(), direct.get(), Py_EQ) : -1;
+  PyErr_Clear();
+  if (same != 1) return nullptr;
+  Py_INCREF(name);
+  return name;
 }
 
 }  // namespace
@@ -122,6 +177,11 @@ PyObject* PySetKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     Py_XSETREF(*slots[k], args[k]);
   }
   for (PyObject*& cached : g_index_keys) Py_CLEAR(cached);
+  Ref probe(PyUnicode_FromString("probe"));
+  if (!probe) return nullptr;
+  Py_XSETREF(g_sequence_field, DirectField(g_sequence_key, probe.get()));
+  Py_XSETREF(g_mapping_field, DirectField(g_mapping_key, probe.get()));
+  Py_XSETREF(g_getattr_field, DirectField(g_getattr_key, probe.get()));
   Py_RETURN_NONE;
 }
 
