@@ -137,6 +137,12 @@ class SpecFlattener {
 
   // Visits child k of spec node i; on failure records the key-path step.
   bool VisitChild(std::int64_t i, std::size_t k, std::int64_t c, PyObject* child, int depth) {
+    // A leaf child inline: most children are leaves, and this skips a call.
+    if (v_.nodes[c].kind == NodeKind::kLeaf && (!kStrict || IsPlainLeafType(child))) {
+      Py_INCREF(child);
+      out_->push_back(child);
+      return true;
+    }
     if (Visit(c, child, depth + 1)) return true;
     const Node& s = v_.nodes[i];
     err_.AddParent(s.kind, static_cast<Py_ssize_t>(k), KeyOf(s, v_.items + s.ctx, k));
@@ -225,6 +231,13 @@ class SpecFlattener {
     int r = KeysMismatch(expected, s.arity, got);
     ReleaseFrom(&got, 0);
     return r;
+  }
+
+  // Leaves recognised without the registry: None, plain scalars and the type
+  // the leaf cache holds (IsLeafObject decides the rest).
+  static bool IsPlainLeafType(PyObject* node) {
+    PyTypeObject* t = Py_TYPE(node);
+    return node == Py_None || IsPlainScalarLeaf(t) || (!PyTuple_Check(node) && IsCachedLeafType(t));
   }
 
   static bool IsLeafObject(PyObject* node) {
