@@ -181,13 +181,26 @@ int IdentityEqual(PyObject* a, PyObject* b, int depth) {
 
 namespace {
 
-// The interned spec equal to `v`, or null (no exception) if there is none.
-// Returns a new reference.
-TreeSpecObject* FindInterned(SpecView v, std::size_t hash) {
+// The longest chain a lookup walks. Specs share a chain when their context
+// items hash alike (a user __hash__ that returns a constant, say), and each
+// step may call user __eq__: unbounded, every flatten of such a structure
+// cost one __eq__ per live spec of the chain (quadratic; see test_limits.py).
+// Past the bound a structure is not interned: its spec stays private (==
+// still holds, `is` does not).
+constexpr int kMaxChainWalk = 16;
+
+// The interned spec equal to `v` (new reference), or null (no exception):
+// then *linkable says whether a new spec may join the chain.
+TreeSpecObject* FindInterned(SpecView v, std::size_t hash, bool* linkable) {
   auto it = g_table->find(hash);
   TreeSpecObject* cand = it == g_table->end() ? nullptr : it->second;
   if (cand != nullptr) Py_INCREF(cand);
-  while (cand != nullptr) {
+  for (int steps = 0; cand != nullptr; ++steps) {
+    if (steps == kMaxChainWalk) {
+      Py_DECREF(cand);
+      *linkable = false;
+      return nullptr;
+    }
     // `cand` is held strongly: user __eq__ inside SameStructure may drop the
     // table's last reference to it or relink the chain.
     if (SameStructure(v, cand)) return cand;
@@ -213,7 +226,8 @@ PyObject* InternView(SpecView v) {
   std::size_t hash;
   bool hashable = ViewHash(v, &hash);
   if (hashable) {
-    if (TreeSpecObject* found = FindInterned(v, hash)) return reinterpret_cast<PyObject*>(found);
+    TreeSpecObject* found = FindInterned(v, hash, &hashable);
+    if (found != nullptr) return reinterpret_cast<PyObject*>(found);
   }
   // New, or not identity-hashable (e.g. an unhashable custom context): then
   // the spec stays private to its caller.
@@ -227,7 +241,8 @@ PyObject* InternBuilder(SpecBuilder* b) {
   std::size_t hash;
   bool hashable = ViewHash(v, &hash);
   if (hashable) {
-    if (TreeSpecObject* found = FindInterned(v, hash)) return reinterpret_cast<PyObject*>(found);
+    TreeSpecObject* found = FindInterned(v, hash, &hashable);
+    if (found != nullptr) return reinterpret_cast<PyObject*>(found);
   }
   // A new structure: the spec takes the builder's arrays (and item
   // references) instead of copying them; the builder gets fresh storage of

@@ -4,7 +4,8 @@
 // their context items are pairwise identical under IdentityEqual: same type
 // and equal value, recursively through tuples, lists and dicts (so the keys 1,
 // 1.0 and True never merge: unflatten must give back the key it saw). An item
-// that cannot be hashed that way makes the spec uninterned, not an error.
+// that cannot be hashed that way makes the spec uninterned, not an error; so
+// does a chain of more than a few specs whose items hash alike (intern.cc).
 //
 // The intern table maps an identity hash to a chain of specs (through
 // TreeSpecObject::intern_next). It holds specs weakly: a spec unlinks itself

@@ -326,3 +326,44 @@ def test_repr_indent_out_of_range(impl, indent):
     text = spec.__repr__(indent=indent)
     pad, pad2 = " " * (indent + 2), " " * (indent + 4)
     assert text == f"TreeSpec(list, None, [*,\n{pad}TreeSpec(list, None, [*,\n{pad2}*])])"
+
+
+# ---------------------------------------------------------------- intern chains
+
+
+class CollidingCtx:
+    """A context whose hash is the same for every value (a poor user __hash__)."""
+
+    eq_calls = 0
+
+    def __init__(self, v):
+        self.v = v
+
+    def __hash__(self):
+        return 1
+
+    def __eq__(self, other):
+        CollidingCtx.eq_calls += 1
+        return type(other) is CollidingCtx and other.v == self.v
+
+
+class CtxNode:
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+
+def test_colliding_contexts_do_not_make_flatten_linear(engine_on):
+    # Specs whose context items hash alike share one intern chain; a lookup
+    # called __eq__ on every live spec of the chain, so with N such specs alive
+    # every flatten of a new one cost N user __eq__ calls (quadratic overall).
+    import cpytree
+
+    if CtxNode not in cpytree.SUPPORTED_NODES:
+        cpytree.register_pytree_node(CtxNode, lambda n: ([0], n.ctx), lambda v, c: CtxNode(c))
+    live = [cpytree.tree_structure(CtxNode(CollidingCtx(i))) for i in range(2000)]
+    CollidingCtx.eq_calls = 0
+    for i in range(100):
+        spec = cpytree.tree_structure(CtxNode(CollidingCtx(-1 - i)))
+        assert spec == cpytree.tree_structure(CtxNode(CollidingCtx(-1 - i)))
+    assert CollidingCtx.eq_calls <= 100 * 2 * 64, CollidingCtx.eq_calls
+    del live
