@@ -24,14 +24,21 @@ TreeSpecObject* AsSpec(PyObject* o) { return reinterpret_cast<TreeSpecObject*>(o
 void SpecDealloc(PyObject* self) {
   TreeSpecObject* s = AsSpec(self);
   PyObject_GC_UnTrack(self);
+  // Out of the intern table at once: the trashcan below may defer the rest,
+  // and a lookup must not find a spec whose count already reached zero.
   ForgetSpec(s);
   if (s->weakrefs != nullptr) PyObject_ClearWeakRefs(self);
+  // A context may hold a spec whose context holds a spec...: freeing a long
+  // chain must not recurse once per link on the C stack (the trashcan defers
+  // deep deallocations, as CPython's own containers do).
+  Py_TRASHCAN_BEGIN(self, SpecDealloc)
   if (s->items != nullptr) {
     for (PyObject* o : *s->items) Py_DECREF(o);
     delete s->items;
   }
   delete s->nodes;
   Py_TYPE(self)->tp_free(self);
+  Py_TRASHCAN_END
 }
 
 int SpecTraverse(PyObject* self, visitproc visit, void* arg) {

@@ -367,3 +367,28 @@ def test_colliding_contexts_do_not_make_flatten_linear(engine_on):
         assert spec == cpytree.tree_structure(CtxNode(CollidingCtx(-1 - i)))
     assert CollidingCtx.eq_calls <= 100 * 2 * 64, CollidingCtx.eq_calls
     del live
+
+
+CHAIN = """
+import cpytree
+
+class Holder:
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+cpytree.register_pytree_node(Holder, lambda h: ([], h.ctx), lambda v, c: Holder(c))
+spec = cpytree.tree_structure(0)
+for _ in range(200_000):  # each spec's context is the previous spec
+    spec = cpytree.tree_structure(Holder(spec))
+del spec  # frees 200,000 specs, each from the previous one's deallocator
+print("freed")
+"""
+
+
+def test_freeing_a_long_chain_of_specs(engine_on):
+    # A spec whose context holds a spec whose context holds a spec...: freeing
+    # the head freed the next one from inside its deallocator, one C frame
+    # each, and overflowed the stack (CPython's containers bound this with the
+    # trashcan mechanism; specs now do too).
+    proc = run_child(CHAIN, timeout=300)
+    assert proc.returncode == 0 and "freed" in proc.stdout, f"exit {proc.returncode}"
