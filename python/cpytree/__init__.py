@@ -21,9 +21,10 @@ and ``LeafSpec()`` give this module's TreeSpec (the C++ one when active).
 
 from __future__ import annotations
 
+import types
 import warnings
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, cast
 
 from . import _reference, _serialization
 
@@ -245,86 +246,35 @@ def tree_iter(tree: PyTree, is_leaf: Callable[[PyTree], bool] | None = None) -> 
     yield from tree_leaves(tree, is_leaf=is_leaf)
 
 
-def tree_all(
-    pred: Callable[[Any], bool],
-    tree: PyTree,
-    is_leaf: Callable[[PyTree], bool] | None = None,
-) -> bool:
-    """Whether ``pred`` holds for every leaf (stops at the first false)."""
-    return all(map(pred, tree_leaves(tree, is_leaf=is_leaf)))
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def tree_any(
-    pred: Callable[[Any], bool],
-    tree: PyTree,
-    is_leaf: Callable[[PyTree], bool] | None = None,
-) -> bool:
-    """Whether ``pred`` holds for some leaf (stops at the first true)."""
-    return any(map(pred, tree_leaves(tree, is_leaf=is_leaf)))
+def _run_here(fn: _F) -> _F:
+    """The reference's `fn`, its code run against this module's names.
+
+    The derived helpers (tree_all, tree_map_only, treespec_tuple, ...) are
+    written once, in the reference; here they resolve tree_iter, tree_map,
+    tree_map_, map_only and TreeSpec to the engine's, so one definition serves
+    both implementations.
+    """
+    bound = types.FunctionType(fn.__code__, globals(), fn.__name__, fn.__defaults__,
+                               fn.__closure__)
+    bound.__kwdefaults__ = fn.__kwdefaults__
+    bound.__doc__ = fn.__doc__
+    bound.__qualname__ = fn.__qualname__
+    bound.__annotations__ = dict(fn.__annotations__)
+    bound.__module__ = __name__
+    return cast(_F, bound)
 
 
-def tree_all_only(
-    type_or_types: Any,
-    /,
-    pred: Callable[[Any], bool],
-    tree: PyTree,
-    is_leaf: Callable[[PyTree], bool] | None = None,
-) -> bool:
-    """Whether ``pred`` holds for every leaf that is an instance of ``type_or_types``."""
-    return all(pred(x) for x in tree_leaves(tree, is_leaf=is_leaf) if isinstance(x, type_or_types))
-
-
-def tree_any_only(
-    type_or_types: Any,
-    /,
-    pred: Callable[[Any], bool],
-    tree: PyTree,
-    is_leaf: Callable[[PyTree], bool] | None = None,
-) -> bool:
-    """Whether ``pred`` holds for some leaf that is an instance of ``type_or_types``."""
-    return any(pred(x) for x in tree_leaves(tree, is_leaf=is_leaf) if isinstance(x, type_or_types))
-
-
-def tree_map_only(
-    type_or_types_or_pred: Any,
-    /,
-    func: Callable[[Any], Any],
-    tree: PyTree,
-    is_leaf: Callable[[PyTree], bool] | None = None,
-) -> PyTree:
-    """``tree_map`` applying ``func`` only to leaves selected by type or predicate."""
-    return tree_map(map_only(type_or_types_or_pred)(func), tree, is_leaf=is_leaf)
-
-
-def tree_map_only_(
-    type_or_types_or_pred: Any,
-    /,
-    func: Callable[[Any], Any],
-    tree: PyTree,
-    is_leaf: Callable[[PyTree], bool] | None = None,
-) -> PyTree:
-    """``tree_map_`` applying ``func`` only to leaves selected by type or predicate."""
-    return tree_map_(map_only(type_or_types_or_pred)(func), tree, is_leaf=is_leaf)
-
-
-def treespec_tuple(iterable: Iterable[TreeSpec] = (), /) -> TreeSpec:
-    """The spec of a tuple whose items have the given specs."""
-    children = list(iterable)
-    if any(not isinstance(child, TreeSpec) for child in children):
-        raise ValueError(f"Expected a tuple of TreeSpec values, got: {children!r}.")
-    return TreeSpec(tuple, None, children)
-
-
-def treespec_dict(
-    mapping: Mapping[Any, TreeSpec] | Iterable[tuple[Any, TreeSpec]] = (),
-    /,
-    **kwargs: TreeSpec,
-) -> TreeSpec:
-    """The spec of a dict whose values have the given specs."""
-    dct = dict(mapping, **kwargs)
-    if any(not isinstance(child, TreeSpec) for child in dct.values()):
-        raise ValueError(f"Expected a dictionary of TreeSpec values, got: {dct!r}.")
-    return TreeSpec(dict, list(dct.keys()), list(dct.values()))
+tree_all = _run_here(_reference.tree_all)
+tree_any = _run_here(_reference.tree_any)
+tree_all_only = _run_here(_reference.tree_all_only)
+tree_any_only = _run_here(_reference.tree_any_only)
+tree_map_only = _run_here(_reference.tree_map_only)
+tree_map_only_ = _run_here(_reference.tree_map_only_)
+treespec_tuple = _run_here(_reference.treespec_tuple)
+treespec_dict = _run_here(_reference.treespec_dict)
 
 
 def _is_pytreespec_instance(obj: Any) -> bool:
