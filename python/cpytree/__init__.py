@@ -297,23 +297,7 @@ def arg_tree_leaves(*args: PyTree, **kwargs: PyTree) -> list[Any]:
     return tree_leaves([*args, *kwargs.values()])
 
 
-def _broadcast_to_and_flatten(
-    tree: PyTree,
-    treespec: TreeSpec,
-    is_leaf: Callable[[PyTree], bool] | None = None,
-) -> list[Any] | None:
-    """The leaves of prefix `tree` broadcast to `treespec`, or None if it is no prefix."""
-    full_tree = tree_unflatten([0] * treespec.num_leaves, treespec)
-    result: list[Any] = []
-
-    def add_leaves(x: Any, subtree: PyTree) -> None:
-        result.extend([x] * tree_structure(subtree, is_leaf=is_leaf).num_leaves)
-
-    try:
-        tree_map_(add_leaves, tree, full_tree, is_leaf=is_leaf)
-    except ValueError:
-        return None
-    return result
+_broadcast_to_and_flatten = _run_here(_reference._broadcast_to_and_flatten)
 
 
 # torch integration (python/cpytree/_torch): install() / uninstall() swap torch's
