@@ -70,6 +70,8 @@ PyMethodDef kModuleMethods[] = {
     {"_set_torch_spec_classes", FASTCALL_KW(PySetTorchSpecClasses), METH_FASTCALL,
      "_set_torch_spec_classes(TreeSpec, LeafSpec, treespec_leaf, ConstantNode, /)\n--\n\n"
      "install(): torch's spec classes (all None to clear); see torch_interop.h."},
+    {"_set_torch_pickling", PySetTorchPickling, METH_O,
+     "_set_torch_pickling(flag, /)\n--\n\nPickle specs in torch's form (install()) or cpytree's."},
     {"_register_node", FASTCALL_KW(PyRegisterNode), METH_FASTCALL,
      "_register_node(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn, /)\n--\n\n"
      "Mirrors one registration of the Python registry into the engine."},

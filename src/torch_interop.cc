@@ -72,6 +72,14 @@ PyObject* PySetTorchSpecClasses(PyObject*, PyObject* const* args, Py_ssize_t nar
     Py_XINCREF(v);
     Py_XSETREF(*slots[k], v);
   }
+  g_torch.pickle_as_torch = g_torch.tree_spec != nullptr;
+  Py_RETURN_NONE;
+}
+
+PyObject* PySetTorchPickling(PyObject*, PyObject* flag) {
+  int on = PyObject_IsTrue(flag);
+  if (on < 0) return nullptr;
+  g_torch.pickle_as_torch = on && g_torch.tree_spec != nullptr;
   Py_RETURN_NONE;
 }
 

@@ -154,13 +154,13 @@ PyObject* ConstructorArgs(PyObject* self) {
 // (TreeSpec(...), treespec_leaf()), so a pickle loads without cpytree.
 PyObject* MethodReduce(PyObject* self, PyObject*) {
   bool leaf = ViewOf(AsSpec(self)).root().kind == NodeKind::kLeaf;
-  if (g_torch.tree_spec != nullptr && leaf && g_torch.treespec_leaf != nullptr) {
+  bool as_torch = g_torch.pickle_as_torch && g_torch.tree_spec != nullptr;
+  if (as_torch && leaf && g_torch.treespec_leaf != nullptr) {
     return Py_BuildValue("(O())", g_torch.treespec_leaf);
   }
   Ref args(ConstructorArgs(self));
   if (!args) return nullptr;
-  PyObject* cls = g_torch.tree_spec != nullptr ? g_torch.tree_spec
-                                               : reinterpret_cast<PyObject*>(&TreeSpecType);
+  PyObject* cls = as_torch ? g_torch.tree_spec : reinterpret_cast<PyObject*>(&TreeSpecType);
   return PyTuple_Pack(2, cls, args.get());
 }
 

@@ -267,6 +267,10 @@ def uninstall() -> None:
         # The engine's spec interop stays on: specs made while installed live
         # on in torch objects (an ExportedProgram's call_spec, AOTAutograd's
         # runtime wrappers) that torch's own functions must still accept.
+        # Only pickling goes back to cpytree's own form.
+        import cpytree
+
+        _spec_interop.pickle_as_torch(cpytree, False)
         _state = None
     if skipped:
         warnings.warn(

@@ -90,6 +90,13 @@ def disable(cpytree: ModuleType) -> None:
         setter(None, None, None, None)
 
 
+def pickle_as_torch(cpytree: ModuleType, on: bool) -> None:
+    """Pickle engine specs in torch's form (while installed) or cpytree's."""
+    setter = getattr(cpytree._C, "_set_torch_pickling", None)
+    if setter is not None:
+        setter(on)
+
+
 def key_paths_ready(cpytree: ModuleType, tp: ModuleType) -> str | None:
     """None when cpytree's key paths are made of torch's key classes, else why not."""
     try:
