@@ -128,13 +128,38 @@ struct Guarded<Fn> {
 
 // Bounds the recursion of one traversal. The limit is Python's recursion limit
 // capped by kMaxDepth so that a raised sys.setrecursionlimit cannot overflow
-// the C stack; past it the traversal raises RecursionError.
+// the C stack, and by the C stack this thread has left (below): traversals
+// re-entered from user code (an is_leaf that flattens again) share one stack,
+// and threads may have small ones. Past it the traversal raises RecursionError.
 inline constexpr int kMaxDepth = 20000;
+
+// C stack one traversal level may take, at most (measured: under 300 bytes in
+// an optimised build; ASan frames are several times larger), and the stack
+// kept free for what runs at the deepest level (user code, error messages).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr std::uintptr_t kStackPerLevel = 2048;
+#else
+inline constexpr std::uintptr_t kStackPerLevel = 384;
+#endif
+inline constexpr std::uintptr_t kStackReserve = 256 * 1024;
+
+// The lowest usable address of this thread's stack (cached per thread), or 0
+// when unknown.
+std::uintptr_t StackLow();
 
 // Limit for one traversal call, read once at the entry point.
 inline int DepthLimit() {
   int limit = Py_GetRecursionLimit();
-  return limit < kMaxDepth ? limit : kMaxDepth;
+  if (limit > kMaxDepth) limit = kMaxDepth;
+  std::uintptr_t low = StackLow();
+  if (low != 0) {
+    auto sp = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+    std::uintptr_t left = sp > low + kStackReserve ? sp - low - kStackReserve : 0;
+    if (left / kStackPerLevel < static_cast<std::uintptr_t>(limit)) {
+      limit = static_cast<int>(left / kStackPerLevel);
+    }
+  }
+  return limit;
 }
 
 // Raises RecursionError for a tree deeper than the limit (or cyclic). Cold.

@@ -392,3 +392,45 @@ def test_freeing_a_long_chain_of_specs(engine_on):
     # trashcan mechanism; specs now do too).
     proc = run_child(CHAIN, timeout=300)
     assert proc.returncode == 0 and "freed" in proc.stdout, f"exit {proc.returncode}"
+
+
+REENTRANT = """
+import cpytree
+
+def nest(d):
+    t = 0
+    for _ in range(d):
+        t = [t]
+    return t
+
+deep = nest(950)  # under the default recursion limit (1000)
+calls = [0]
+
+def is_leaf(x):
+    # At the bottom of each traversal, flatten the deep tree again from here.
+    if x == 0 and calls[0] < 5000:
+        calls[0] += 1
+        {op}
+    return False
+
+try:
+    cpytree.tree_leaves(deep, is_leaf=is_leaf)
+    print("ok", calls[0])
+except RecursionError as exc:
+    print("RecursionError", calls[0], exc)
+"""
+
+
+@pytest.mark.parametrize("op", [
+    "cpytree.tree_leaves(deep, is_leaf=is_leaf)",
+    "cpytree.tree_map(lambda v: v, deep, is_leaf=is_leaf)",
+    "cpytree.tree_structure(deep).flatten_up_to(deep); cpytree.tree_leaves(deep, is_leaf=is_leaf)",
+])
+def test_reentrant_traversals_share_the_c_stack(engine_on, op):
+    # Each call counted its own depth against the recursion limit, so an
+    # is_leaf that flattens again from the bottom of a 950-deep tree nested
+    # hundreds of 950-level C recursions: SIGSEGV with the default limit.
+    # The depth a call may reach now also follows the C stack it has left.
+    proc = run_child(REENTRANT.format(op=op), timeout=120)
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    assert proc.stdout.startswith("RecursionError"), proc.stdout
