@@ -134,10 +134,10 @@ struct Guarded<Fn> {
 inline constexpr int kMaxDepth = 20000;
 
 // C stack one traversal level may take, at most (measured: under 300 bytes in
-// an optimised build; ASan frames are several times larger), and the stack
+// an optimised build; up to ~4 KB with ASan, flatten_up_to), and the stack
 // kept free for what runs at the deepest level (user code, error messages).
 #if defined(__SANITIZE_ADDRESS__)
-inline constexpr std::uintptr_t kStackPerLevel = 2048;
+inline constexpr std::uintptr_t kStackPerLevel = 8192;
 #else
 inline constexpr std::uintptr_t kStackPerLevel = 384;
 #endif
