@@ -34,7 +34,7 @@ from .backends import Backend, Operands
 from .progress import ProgressBar
 from .results import ScalingResults
 from .timing import Cell, run_cells, total_steps
-from .workloads import Leaf
+from .workloads import Leaf, _deep
 
 __all__ = ["DEPTH", "SHAPES", "SIZES", "build", "plan", "run_scaling"]
 
@@ -49,17 +49,8 @@ SHAPES = {
 
 
 def _chain(levels: int) -> Any:
-    tree: Any = Leaf("bottom")
-    for i in range(levels):
-        leaf = Leaf("d")
-        kind = i % 3
-        if kind == 0:
-            tree = [tree, leaf]
-        elif kind == 1:
-            tree = (tree, leaf)
-        else:
-            tree = {"next": tree, "leaf": leaf}
-    return tree
+    """A chain `levels` deep: the deep-200 workload's shape (one builder for both)."""
+    return _deep(levels)
 
 
 def build(shape: str, nodes: int) -> tuple[Any, int]:
