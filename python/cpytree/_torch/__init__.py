@@ -172,7 +172,6 @@ def install(*, rebind_imports: bool = True) -> None:
         import torch.fx._pytree
         import torch.utils._pytree as tp
 
-        has_dynamo = _dynamo.available()  # imports torch._dynamo (about a second, once)
         patches, hooks = Patches(), _dynamo.DynamoHooks()
         mirror = RegistryMirror(tp, cpytree._reference)
         spec_ready = False
@@ -200,23 +199,19 @@ def install(*, rebind_imports: bool = True) -> None:
                     fast = getattr(cpytree, name, None)
                 qualified = f"{module_name}.{name}"
                 reason = _why_not(kind, fast, original, blockers)
-                if reason is None and has_dynamo:
-                    # _why_not() gives a reason when either is None.
-                    assert fast is not None and original is not None
-                    try:
-                        hooks.substitute(fast, original)
-                    except (TypeError, ValueError) as error:
-                        reason = f"Dynamo substitution refused: {error}"
                 if reason is not None:
                     skipped[qualified] = reason
                     continue
+                hooks.substitute(fast, original)
                 patches.set(module, name, fast)
                 replacements[id(original)] = (original, fast)
                 swapped.append(qualified)
-            if spec_ready and has_dynamo:
-                hooks.add_spec_handlers(
+            if spec_ready:
+                hooks.add_spec_type(
                     cpytree.TreeSpec, lambda spec: _spec_interop.to_torch_spec(spec, tp)
                 )
+            # Now if Dynamo is loaded, else when it is first imported.
+            hooks.activate(_undo_after_dynamo_failure)
             rebound = 0
             if rebind_imports:
                 rebound = _rebind_imports(
@@ -241,6 +236,12 @@ def install(*, rebind_imports: bool = True) -> None:
             rebound=rebound,
             undo_map=undo_map,
         )
+
+
+def _undo_after_dynamo_failure(error: BaseException) -> None:
+    """Dynamo was imported after install() and refused its entries: put torch back."""
+    _dynamo.warn_failed(error)
+    uninstall()
 
 
 def uninstall() -> None:

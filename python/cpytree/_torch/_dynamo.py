@@ -1,81 +1,236 @@
 """What Dynamo needs to know about the functions install() puts into torch.
 
 Dynamo traces a pytree call inside a compiled function by inlining the
-Python source of `torch.utils._pytree`. cpytree's functions are C, which
-Dynamo cannot inline: left alone, each call would be a graph break. For every
-function install() swaps, `DynamoHooks.substitute` registers torch's own
-Python original as its stand-in (`torch._dynamo.decorators.substitute_in_graph`,
-the mechanism torch uses for optree), so a compiled function traces exactly
-the code it traced before install(): same graph, same guards, same breaks.
-Eager calls, and torch's compile-time machinery running outside the traced
-code (AOTAutograd, FakeTensor, FX, export), run the C functions.
+Python source of `torch.utils._pytree`, and it has fast paths keyed on
+torch's own functions: `tree_map` (and `tree_map_only`, rewritten into it) is
+run at the VariableTracker level (`call_tree_map`) instead of being traced;
+`tree_is_leaf` and `_get_node_type` are answered without tracing.
+cpytree's functions are C, which Dynamo can neither inline nor recognise.
+
+`DynamoHooks` makes Dynamo see each C function install() swapped in as the
+torch original it replaced, exactly as it would have seen it: a
+`UserFunctionVariable` of the original. Every fast path keyed on that
+function then applies, the traced bytecodes are the original's, and the
+guards are the ones the original gets (one identity guard on the object
+found at the call site, guards on the original's defaults through a global
+Dynamo installs for it). Eager calls, and torch's compile-time machinery
+running outside traced code (AOTAutograd, FakeTensor, FX, export), run the
+C functions. The one place Dynamo reads `torch.utils._pytree.tree_map`
+itself (`UserFunctionVariable._lookup_tree_map_function`, which rewrites
+`tree_map_only` into `tree_map`) is taught the same mapping.
 
 When the engine's specs can stand in for torch's (see `_spec_interop.py`), a
 cpytree TreeSpec may also reach traced code, e.g. as the `_in_spec` of an
-exported module. `add_spec_handlers` makes Dynamo see such a spec as the equal
+exported module; `add_spec_type` makes Dynamo see such a spec as the equal
 torch TreeSpec, guarded by identity (engine specs are interned and immutable).
 
-torch has no API to unregister either; `remove_all` deletes exactly the
-entries that were added from Dynamo's tables (torch 2.13 layout; a missing
-table is skipped).
+Lazy: nothing here imports `torch._dynamo`. `activate()` applies the hooks at
+once when Dynamo is already imported, and otherwise when it is first imported
+(an import watcher on `sys.meta_path` that runs them right after
+`torch._dynamo` finishes executing). torch has no API to unregister;
+`remove_all` deletes exactly the entries that were added (or drops the
+watcher if Dynamo never came).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib.abc
+import importlib.machinery
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any
 
-
-def _tables() -> dict[str, Any]:
-    """Dynamo's registries of substituted functions."""
-    from torch._dynamo import trace_rules
-    from torch._dynamo.variables import PolyfilledFunctionVariable
-    from torch._dynamo.variables.builder import VariableBuilder
-
-    return {
-        "id_dispatch": VariableBuilder._id_dispatch(),
-        "polyfilled_ids": trace_rules._polyfilled_function_ids,
-        "rule_map": trace_rules.get_torch_obj_rule_map(),
-        "handlers": PolyfilledFunctionVariable._get_polyfill_handlers(),
-    }
+_DYNAMO = "torch._dynamo"
 
 
-def available() -> bool:
-    """Whether this torch has the substitution API install() relies on."""
-    try:
-        from torch._dynamo.decorators import substitute_in_graph  # noqa: F401
+def _dynamo_loaded() -> bool:
+    """Whether torch._dynamo has finished importing (not merely started)."""
+    module = sys.modules.get(_DYNAMO)
+    spec = getattr(module, "__spec__", None)
+    return module is not None and not getattr(spec, "_initializing", False)
 
-        _tables()
-    except (ImportError, AttributeError):  # pragma: no cover - other torch versions
-        return False
-    return True
+
+class _ImportWatcher(importlib.abc.MetaPathFinder):
+    """Runs `callback` once, right after `torch._dynamo` has been executed."""
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self._callback = callback
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != _DYNAMO:
+            return None
+        spec = None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _RunAfterLoader(spec.loader, self._callback)
+        return spec
+
+
+class _RunAfterLoader(importlib.abc.Loader):
+    """A loader that delegates to `loader`, then calls `callback`."""
+
+    def __init__(self, loader: Any, callback: Callable[[], None]) -> None:
+        self._loader = loader
+        self._callback = callback
+
+    def __getattr__(self, name: str) -> Any:  # get_source, is_package, ... of the real loader
+        return getattr(self._loader, name)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        module: ModuleType | None = self._loader.create_module(spec)
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        # The module keeps the real loader (tools read module.__loader__).
+        module.__loader__ = self._loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        self._loader.exec_module(module)
+        self._callback()
 
 
 class DynamoHooks:
-    """The substitutions and spec handlers install() added to Dynamo."""
+    """The Dynamo entries install() adds, applied now or when Dynamo is imported.
+
+    Thread safety: install()/uninstall() hold their own lock around every
+    call; `_lock` also covers the watcher's callback, which runs in whatever
+    thread imports torch._dynamo first.
+    """
 
     def __init__(self) -> None:
-        # (fast function, the wrapper substitute_in_graph made for it)
-        self._substituted: list[tuple[Callable[..., Any], Callable[..., Any]]] = []
-        # (table, key) pairs added by add_spec_handlers
-        self._type_entries: list[tuple[dict[Any, Any], Any]] = []
+        self._lock = threading.RLock()
+        # id(fast) -> (fast, torch's original): what Dynamo should see instead of fast
+        self._functions: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+        self._spec_type: tuple[type, Callable[[Any], Any]] | None = None
+        self._watcher: _ImportWatcher | None = None
+        self._applied = False
+        self._on_failure: Callable[[BaseException], None] | None = None
+        # (table, key) pairs added to Dynamo's tables, and (object, attribute,
+        # previous value) of the methods patched, for remove_all
+        self._entries: list[tuple[dict[Any, Any], Any]] = []
+        self._patched: list[tuple[Any, str, Any]] = []
 
     def substitute(self, fast: Callable[..., Any], original: Callable[..., Any]) -> None:
-        """Make Dynamo trace `original` (Python) wherever it meets `fast` (C).
+        """Make Dynamo see torch's Python `original` wherever it meets the C `fast`."""
+        self._functions[id(fast)] = (fast, original)
 
-        Raises TypeError when the signatures differ (install() then leaves
-        that function unswapped), ValueError when `fast` already has a rule.
-        """
-        from torch._dynamo.decorators import substitute_in_graph
-
-        wrapped = substitute_in_graph(fast, can_constant_fold_through=False)(original)
-        self._substituted.append((fast, wrapped))
-
-    def substituted(self) -> list[Callable[..., Any]]:
-        return [fast for fast, _ in self._substituted]
-
-    def add_spec_handlers(self, spec_type: type, to_torch: Callable[[Any], Any]) -> None:
+    def add_spec_type(self, spec_type: type, to_torch: Callable[[Any], Any]) -> None:
         """Make Dynamo treat instances of `spec_type` as the torch spec `to_torch(spec)`."""
+        self._spec_type = (spec_type, to_torch)
+
+    def activate(self, on_failure: Callable[[BaseException], None]) -> None:
+        """Apply the entries now if Dynamo is loaded, else when it is first imported.
+
+        `on_failure(error)` runs if applying them later fails (install() then
+        undoes itself: a swapped function Dynamo cannot see through would be
+        a graph break). A failure now raises.
+        """
+        with self._lock:
+            if _dynamo_loaded():
+                self._apply()
+                return
+            self._on_failure = on_failure
+            self._watcher = _ImportWatcher(self._apply_late)
+            sys.meta_path.insert(0, self._watcher)
+
+    def applied(self) -> bool:
+        """Whether Dynamo has been told (False while waiting for its import)."""
+        return self._applied
+
+    def _apply_late(self) -> None:
+        with self._lock:
+            self._drop_watcher()
+            try:
+                self._apply()
+            except Exception as error:  # noqa: BLE001 - reported, and install() undone
+                self._remove_entries()
+                if self._on_failure is not None:
+                    self._on_failure(error)
+
+    def _drop_watcher(self) -> None:
+        if self._watcher is not None:
+            if self._watcher in sys.meta_path:
+                sys.meta_path.remove(self._watcher)
+            self._watcher = None
+
+    def _apply(self) -> None:
+        if self._applied:
+            return
+        self._applied = True
+        if self._functions:
+            self._apply_functions()
+        if self._spec_type is not None:
+            self._apply_spec_type(*self._spec_type)
+
+    def _add(self, table: dict[Any, Any], key: Any, value: Any) -> None:
+        if key in table:
+            raise ValueError(f"Dynamo already has a rule for {key!r}")
+        table[key] = value
+        self._entries.append((table, key))
+
+    def _apply_functions(self) -> None:
+        from torch._dynamo import trace_rules
+        from torch._dynamo.guards import GuardBuilder
+        from torch._dynamo.source import GlobalSource
+        from torch._dynamo.variables.builder import VariableBuilder
+        from torch._dynamo.variables.functions import UserFunctionVariable
+
+        functions = self._functions
+
+        def sourced(builder: Any, value: Any) -> Any:
+            # The guard torch puts on its original at the call site (CLOSURE_MATCH
+            # degrades to an identity match for a C function); the original gets a
+            # source of its own, a global of the compiled frame, because guards
+            # Dynamo derives from it (its __defaults__) must read the original.
+            original = functions[id(value)][1]
+            builder.install_guards(GuardBuilder.CLOSURE_MATCH)
+            name = builder.tx.output.install_global_by_id("__cpytree_original", original)
+            return UserFunctionVariable(original, source=GlobalSource(name))
+
+        class SourcelessOriginal:
+            """trace_rules entry: a sourceless C function becomes its original."""
+
+            def __new__(cls, value: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+                return UserFunctionVariable(functions[id(value)][1], **kwargs)
+
+            @staticmethod
+            def create_with_source(value: Any, source: Any) -> Any:
+                return UserFunctionVariable.create_with_source(functions[id(value)][1], source)
+
+        id_dispatch = VariableBuilder._id_dispatch()
+        rule_map = trace_rules.get_torch_obj_rule_map()
+        for fast, _ in functions.values():
+            self._add(id_dispatch, id(fast), sourced)
+            self._add(rule_map, fast, SourcelessOriginal)
+
+        lookup = getattr(UserFunctionVariable, "_lookup_tree_map_function", None)
+        if lookup is not None:
+            originals = {id(fast): original for fast, original in functions.values()}
+
+            def lookup_tree_map_function(self: Any) -> Any:
+                # Reads the module attribute, which is cpytree's C tree_map now.
+                module = sys.modules.get(getattr(self.fn, "__module__", None) or "")
+                found = originals.get(id(getattr(module, "tree_map", None)))
+                return found if found is not None else lookup(self)
+
+            self._patch(UserFunctionVariable, "_lookup_tree_map_function", lookup_tree_map_function)
+
+    def _patch(self, owner: Any, name: str, value: Any) -> None:
+        self._patched.append((owner, name, vars(owner).get(name)))
+        setattr(owner, name, value)
+
+    def _apply_spec_type(self, spec_type: type, to_torch: Callable[[Any], Any]) -> None:
         from torch._dynamo.guards import GuardBuilder
         from torch._dynamo.source import GlobalSource
         from torch._dynamo.variables.builder import SourcelessBuilder, VariableBuilder
@@ -93,29 +248,38 @@ class DynamoHooks:
         def wrap_sourceless(tx: Any, value: Any) -> Any:
             return SourcelessBuilder.create(tx, to_torch(value))
 
-        tables: list[tuple[dict[Any, Any], Any]] = [
-            (VariableBuilder._type_dispatch_impl(trace_numpy), wrap_sourced)
-            for trace_numpy in (False, True)
-        ]
+        for trace_numpy in (False, True):
+            self._add(VariableBuilder._type_dispatch_impl(trace_numpy), spec_type, wrap_sourced)
         # torch assigns `_type_handlers` after the class body, where mypy does not see it.
-        tables.append((SourcelessBuilder._type_handlers, wrap_sourceless))  # type: ignore[attr-defined]
-        for table, handler in tables:
-            if spec_type not in table:
-                table[spec_type] = handler
-                self._type_entries.append((table, spec_type))
+        handlers = SourcelessBuilder._type_handlers  # type: ignore[attr-defined]
+        self._add(handlers, spec_type, wrap_sourceless)
+
+    def _remove_entries(self) -> None:
+        for table, key in reversed(self._entries):
+            table.pop(key, None)
+        self._entries.clear()
+        for owner, name, previous in reversed(self._patched):
+            if previous is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, previous)
+        self._patched.clear()
 
     def remove_all(self) -> None:
-        """Delete every entry this object added to Dynamo's tables."""
-        if self._substituted:
-            tables = _tables()
-            for fast, wrapped in self._substituted:
-                for fn in (fast, wrapped):
-                    tables["id_dispatch"].pop(id(fn), None)
-                    tables["rule_map"].pop(fn, None)
-                    tables["handlers"].pop(fn, None)
-                    if id(fn) in tables["polyfilled_ids"]():
-                        tables["polyfilled_ids"].remove(id(fn))
-            self._substituted.clear()
-        for table, key in self._type_entries:
-            table.pop(key, None)
-        self._type_entries.clear()
+        """Delete every entry this object added to Dynamo (or stop waiting for Dynamo)."""
+        with self._lock:
+            self._drop_watcher()
+            self._remove_entries()
+            self._functions.clear()
+            self._spec_type = None
+            self._applied = False
+
+
+def warn_failed(error: BaseException) -> None:
+    """What a user sees when Dynamo's import could not take the hooks."""
+    warnings.warn(
+        f"cpytree.install(): torch._dynamo could not be told about cpytree's functions "
+        f"({type(error).__name__}: {error}); install() was undone, torch is as shipped.",
+        RuntimeWarning,
+        stacklevel=2,
+    )
