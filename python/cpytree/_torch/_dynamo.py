@@ -186,7 +186,18 @@ class DynamoHooks:
         from torch._dynamo.variables.builder import VariableBuilder
         from torch._dynamo.variables.functions import UserFunctionVariable
 
+        import torch.utils._pytree as tp
+
+        from ._dynamo_pytree import FAST_FUNCTIONS, make_function_variable
+
         functions = self._functions
+        fast_variable = make_function_variable(tp)
+
+        def variable_class(original: Any) -> Any:
+            """UserFunctionVariable, or the class that answers builtin trees directly."""
+            if original.__name__ in FAST_FUNCTIONS and original.__module__ == tp.__name__:
+                return fast_variable
+            return UserFunctionVariable
 
         def sourced(builder: Any, value: Any) -> Any:
             # The guard torch puts on its original at the call site (CLOSURE_MATCH
@@ -196,17 +207,19 @@ class DynamoHooks:
             original = functions[id(value)][1]
             builder.install_guards(GuardBuilder.CLOSURE_MATCH)
             name = builder.tx.output.install_global_by_id("__cpytree_original", original)
-            return UserFunctionVariable(original, source=GlobalSource(name))
+            return variable_class(original)(original, source=GlobalSource(name))
 
         class SourcelessOriginal:
             """trace_rules entry: a sourceless C function becomes its original."""
 
             def __new__(cls, value: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
-                return UserFunctionVariable(functions[id(value)][1], **kwargs)
+                original = functions[id(value)][1]
+                return variable_class(original)(original, **kwargs)
 
             @staticmethod
             def create_with_source(value: Any, source: Any) -> Any:
-                return UserFunctionVariable.create_with_source(functions[id(value)][1], source)
+                original = functions[id(value)][1]
+                return variable_class(original).create_with_source(original, source)
 
         id_dispatch = VariableBuilder._id_dispatch()
         rule_map = trace_rules.get_torch_obj_rule_map()

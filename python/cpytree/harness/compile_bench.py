@@ -37,7 +37,7 @@ from typing import Any
 
 from .progress import ProgressBar
 
-__all__ = ["MODELS", "MODES", "Unavailable", "run"]
+__all__ = ["MODELS", "MODES", "Unavailable", "check_available", "child_env", "run"]
 
 # Model name -> what it is (zoo.py builds them; this table needs no torch).
 MODELS = {
@@ -55,7 +55,8 @@ class Unavailable(RuntimeError):
     """The compile study cannot run here (no torch, or no cpytree.install())."""
 
 
-def _check() -> None:
+def check_available() -> None:
+    """Raise Unavailable when the compile studies cannot run here."""
     if importlib.util.find_spec("torch") is None:
         raise Unavailable("torch is not installed (pip install torch==2.13.0)")
     import cpytree
@@ -64,7 +65,8 @@ def _check() -> None:
         raise Unavailable("this cpytree has no install() (torch integration)")
 
 
-def _env() -> dict[str, str]:
+def child_env() -> dict[str, str]:
+    """The environment of a measuring child: one thread, this cpytree importable."""
     pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
     path = os.environ.get("PYTHONPATH", "")
     return dict(
@@ -83,7 +85,7 @@ def _child(config: dict[str, Any]) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "cpytree.harness.compile_child", json.dumps(config)]
     try:
         proc = subprocess.run(
-            cmd, capture_output=True, text=True, env=_env(), timeout=_TIMEOUT_S, check=False
+            cmd, capture_output=True, text=True, env=child_env(), timeout=_TIMEOUT_S, check=False
         )
     except subprocess.TimeoutExpired:
         return dict(config, error=f"timed out after {_TIMEOUT_S} s")
@@ -328,7 +330,7 @@ def run(
     progress: bool = True,
 ) -> tuple[dict[str, Any], str, str]:
     """Run the study; returns (results for results.json, terminal text, Markdown)."""
-    _check()
+    check_available()
     names = list(models) if models else list(MODELS)
     unknown = [m for m in names if m not in MODELS]
     if unknown:
@@ -357,7 +359,7 @@ def run(
             "reps": reps,
             "profile_reps": profile_reps,
             "warmup": warmup,
-            "env": {k: _env()[k] for k in ("OMP_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS")},
+            "env": {k: child_env()[k] for k in ("OMP_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS")},
         },
         "runs": runs,
         "summary": _summarize(runs, names),

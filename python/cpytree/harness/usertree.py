@@ -26,7 +26,7 @@ from typing import Any
 
 from .workloads import Workload, count_nodes
 
-__all__ = ["load_workload"]
+__all__ = ["load_callable", "load_workload"]
 
 
 def _import(module: str) -> Any:
@@ -47,9 +47,10 @@ def _import(module: str) -> Any:
     return importlib.import_module(module)
 
 
-def _resolve(target: str) -> Callable[[], Any]:
+def load_callable(target: str, option: str = "--tree") -> Callable[[], Any]:
+    """The callable named by `module:callable` (a module name or a .py path)."""
     if ":" not in target:
-        raise ValueError(f"--tree wants module:callable, got {target!r}")
+        raise ValueError(f"{option} wants module:callable, got {target!r}")
     module, _, attr = target.rpartition(":")
     obj: Any = _import(module)
     for part in attr.split("."):
@@ -102,7 +103,7 @@ def _builtin_only(tree: Any) -> bool:
 def load_workload(target: str) -> Workload:
     """The workload of `--tree target`; raises ImportError/AttributeError/
     TypeError/ValueError with the reason when it cannot be loaded."""
-    fn = _resolve(target)
+    fn = load_callable(target)
     first, what = _as_tree(fn())
     pending = [first]
 

@@ -1,0 +1,289 @@
+"""The Dynamo suite: compiled functions that call pytree functions.
+
+Every public pytree function user code calls inside a compiled region, over
+every node kind torch handles, with and without `is_leaf`, at 10, 100 and
+1,000 leaves, plus nn.Modules whose forward takes and returns nested
+structures. `dynamo_probe` compiles each case and counts what Dynamo did;
+`dynamo_study` runs it with and without `cpytree.install()`.
+
+A case is a name and a builder; `build(name)` returns (function, args). The
+functions read `torch.utils._pytree` through the module attribute at call
+time (as user code does), so they meet whatever install() put there.
+
+    >>> [c.name for c in cases(sizes=(10,))][:2]
+    ['tree_map/mixed/10', 'tree_map_only/mixed/10']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict, defaultdict, deque, namedtuple
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["CONTAINERS", "OPS", "SIZES", "Case", "build", "cases"]
+
+SIZES = (10, 100, 1000)
+
+# Operation -> (what it calls, whether it takes is_leaf). Each is a function of
+# (pytree module, tree, extra tensor) that a case compiles.
+OPS: dict[str, str] = {
+    "tree_map": "tree_map(f, tree)",
+    "tree_map_only": "tree_map_only(Tensor, f, tree)",
+    "tree_map_nary": "tree_map(f, tree, tree)",
+    "flatten_unflatten": "tree_unflatten(f(leaves), tree_flatten(tree)[1])",
+    "leaves": "tree_leaves(tree)",
+    "structure": "tree_structure(tree).num_leaves",
+    "spec_unflatten": "tree_flatten(tree)[1].unflatten(...)",
+    "flatten_with_path": "tree_flatten_with_path(tree)",
+    "leaves_with_path": "tree_leaves_with_path(tree)",
+    "map_with_path": "tree_map_with_path(f, tree)",
+    "tree_map_is_leaf": "tree_map(f, tree, is_leaf=...)",
+    "flatten_is_leaf": "tree_flatten(tree, is_leaf=...)",
+}
+
+# Container -> what a tree of it is made of.
+CONTAINERS: dict[str, str] = {
+    "mixed": "dict of lists of (tensor, tensor) tuples",
+    "dict": "flat dict",
+    "list": "flat list",
+    "tuple": "flat tuple",
+    "namedtuple": "list of namedtuple(a, b)",
+    "ordereddict": "flat OrderedDict",
+    "defaultdict": "defaultdict(list) of lists",
+    "deque": "flat deque",
+    "dataclass": "list of register_dataclass instances",
+    "custom": "list of register_pytree_node instances",
+}
+
+# Operations run on every container (at 100 leaves); the others on "mixed" only.
+_EVERY_CONTAINER = ("tree_map", "flatten_unflatten", "leaves")
+
+Point = namedtuple("Point", "a b")
+
+
+@dataclasses.dataclass
+class Pair:
+    """A dataclass registered with torch's register_dataclass."""
+
+    x: Any
+    y: Any
+
+
+class Box:
+    """A class registered with register_pytree_node (context: its tag)."""
+
+    def __init__(self, tag: str, a: Any, b: Any) -> None:
+        self.tag, self.a, self.b = tag, a, b
+
+
+_REGISTERED = False
+
+
+def _register(pt: Any) -> None:
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    pt.register_dataclass(Pair, field_names=["x", "y"])
+    pt.register_pytree_node(
+        Box,
+        lambda box: ([box.a, box.b], box.tag),
+        lambda children, tag: Box(tag, *children),
+        serialized_type_name=f"{__name__}.Box",
+    )
+    _REGISTERED = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str  # op/container/size, or module/<name>
+    op: str
+    container: str
+    size: int
+
+
+def cases(
+    sizes: Sequence[int] = SIZES, ops: Sequence[str] | None = None, modules: bool = True
+) -> list[Case]:
+    """The suite: every op on "mixed" at each size, the common ops on every container."""
+    out: list[Case] = []
+    chosen = list(OPS) if ops is None else [op for op in OPS if op in ops]
+    for size in sizes:
+        out.extend(Case(f"{op}/mixed/{size}", op, "mixed", size) for op in chosen)
+    middle = 100 if 100 in sizes else sizes[len(sizes) // 2]
+    for container in CONTAINERS:
+        if container == "mixed":
+            continue
+        out.extend(
+            Case(f"{op}/{container}/{middle}", op, container, middle)
+            for op in chosen
+            if op in _EVERY_CONTAINER
+        )
+    if modules:
+        out.extend(Case(f"module/{name}", "module", name, 0) for name in _MODULES)
+    return out
+
+
+def _tree(container: str, n: int) -> Any:
+    import torch
+
+    def t(i: int) -> Any:
+        return torch.full((2,), float(i))
+
+    if container == "mixed":
+        groups = max(1, n // 10)
+        return {f"g{g}": [(t(2 * i), t(2 * i + 1)) for i in range(5)] for g in range(groups)}
+    if container == "dict":
+        return {f"k{i}": t(i) for i in range(n)}
+    if container == "list":
+        return [t(i) for i in range(n)]
+    if container == "tuple":
+        return tuple(t(i) for i in range(n))
+    if container == "namedtuple":
+        return [Point(t(2 * i), t(2 * i + 1)) for i in range(n // 2)]
+    if container == "ordereddict":
+        return OrderedDict((f"k{i}", t(i)) for i in range(n))
+    if container == "defaultdict":
+        tree: defaultdict[str, list[Any]] = defaultdict(list)
+        for i in range(n):
+            tree[f"k{i % 10}"].append(t(i))
+        return tree
+    if container == "deque":
+        return deque(t(i) for i in range(n))
+    if container == "dataclass":
+        return [Pair(t(2 * i), t(2 * i + 1)) for i in range(n // 2)]
+    if container == "custom":
+        return [Box(f"b{i % 3}", t(2 * i), t(2 * i + 1)) for i in range(n // 2)]
+    raise KeyError(container)
+
+
+def _op(op: str) -> Callable[..., Any]:
+    import torch
+    import torch.utils._pytree  # noqa: F401 - bound below through the torch module
+
+    def pt() -> Any:
+        return torch.utils._pytree  # the attribute as it is now: install() may swap it
+
+    def is_tensor(x: Any) -> bool:
+        return isinstance(x, torch.Tensor)
+
+    table: dict[str, Callable[[Any, Any], Any]] = {
+        "tree_map": lambda tree, x: pt().tree_map(lambda v: v + x, tree),
+        "tree_map_only": lambda tree, x: pt().tree_map_only(torch.Tensor, lambda v: v * x, tree),
+        "tree_map_nary": lambda tree, x: pt().tree_map(lambda a, b: a + b, tree, tree),
+        "flatten_unflatten": lambda tree, x: _flatten_unflatten(pt(), tree, x),
+        "leaves": lambda tree, x: [v + x for v in pt().tree_leaves(tree)],
+        "structure": lambda tree, x: x * pt().tree_structure(tree).num_leaves,
+        "spec_unflatten": lambda tree, x: _spec_unflatten(pt(), tree, x),
+        "flatten_with_path": lambda tree, x: [
+            v + x for _, v in pt().tree_flatten_with_path(tree)[0]
+        ],
+        "leaves_with_path": lambda tree, x: [v * x for _, v in pt().tree_leaves_with_path(tree)],
+        "map_with_path": lambda tree, x: pt().tree_map_with_path(lambda p, v: v + x, tree),
+        "tree_map_is_leaf": lambda tree, x: pt().tree_map(lambda v: v - x, tree, is_leaf=is_tensor),
+        "flatten_is_leaf": lambda tree, x: [
+            v - x for v in pt().tree_flatten(tree, is_leaf=is_tensor)[0]
+        ],
+    }
+    return table[op]
+
+
+def _flatten_unflatten(pt: Any, tree: Any, x: Any) -> Any:
+    leaves, spec = pt.tree_flatten(tree)
+    return pt.tree_unflatten([v + x for v in leaves], spec)
+
+
+def _spec_unflatten(pt: Any, tree: Any, x: Any) -> Any:
+    leaves, spec = pt.tree_flatten(tree)
+    return spec.unflatten([v * x for v in leaves])
+
+
+# ---------------------------------------------------------------- modules
+
+
+def _nested_io() -> tuple[Any, tuple[Any, ...]]:
+    """forward(batch dict of tensor/list/namedtuple) -> dict of tuple/namedtuple."""
+    import torch
+
+    class NestedIO(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.enc = torch.nn.Linear(8, 8)
+            self.heads = torch.nn.ModuleList(torch.nn.Linear(8, 4) for _ in range(4))
+
+        def forward(self, batch: dict[str, Any]) -> dict[str, Any]:
+            h = torch.relu(self.enc(batch["x"]))
+            extra = sum(e.sum() for e in batch["extra"])
+            outs = [head(h) + extra for head in self.heads]
+            p = batch["point"]
+            return {"logits": tuple(outs), "point": Point(p.a + 1, p.b * h.mean())}
+
+    batch = {
+        "x": torch.randn(3, 8),
+        "extra": [torch.randn(2) for _ in range(6)],
+        "point": Point(torch.randn(2), torch.randn(2)),
+    }
+    return NestedIO(), (batch,)
+
+
+def _pytree_forward() -> tuple[Any, tuple[Any, ...]]:
+    """A forward that tree_maps, flattens and unflattens its nested input."""
+    import torch
+    import torch.utils._pytree
+
+    class PytreeForward(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 4)
+
+        def forward(self, inputs: dict[str, Any]) -> Any:
+            pt = torch.utils._pytree
+            normed = pt.tree_map(lambda t: t / (t.norm() + 1), inputs)
+            leaves, spec = pt.tree_flatten(normed)
+            mixed = [self.proj(leaf) for leaf in leaves]
+            return pt.tree_unflatten(mixed, spec)
+
+    inputs = {
+        "a": [torch.randn(2, 4) for _ in range(8)],
+        "b": {"c": (torch.randn(2, 4), torch.randn(2, 4)), "d": Point(torch.randn(2, 4), torch.randn(2, 4))},
+    }
+    return PytreeForward(), (inputs,)
+
+
+def _kv_cache() -> tuple[Any, tuple[Any, ...]]:
+    """A decoder step over a tuple of (key, value) cache pairs, returned updated."""
+    import torch
+
+    class CacheStep(torch.nn.Module):
+        def __init__(self, layers: int = 6, d: int = 8) -> None:
+            super().__init__()
+            self.layers = torch.nn.ModuleList(torch.nn.Linear(d, d) for _ in range(layers))
+
+        def forward(self, x: Any, cache: tuple[tuple[Any, Any], ...]) -> Any:
+            new_cache = []
+            for layer, (k, v) in zip(self.layers, cache):
+                x = torch.tanh(layer(x))
+                new_cache.append((torch.cat([k, x], 0), torch.cat([v, x], 0)))
+            return {"hidden": x, "cache": tuple(new_cache)}
+
+    cache = tuple((torch.randn(3, 8), torch.randn(3, 8)) for _ in range(6))
+    return CacheStep(), (torch.randn(1, 8), cache)
+
+
+_MODULES: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
+    "nested_io": _nested_io,
+    "pytree_forward": _pytree_forward,
+    "kv_cache": _kv_cache,
+}
+
+
+def build(case: Case) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """(function or module to compile, its arguments) for one case."""
+    import torch
+    import torch.utils._pytree as pt
+
+    _register(pt)
+    torch.manual_seed(0)
+    if case.op == "module":
+        return _MODULES[case.container]()
+    return _op(case.op), (_tree(case.container, case.size), torch.tensor(2.0))
