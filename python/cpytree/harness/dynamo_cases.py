@@ -21,7 +21,7 @@ from collections import OrderedDict, defaultdict, deque, namedtuple
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["CONTAINERS", "OPS", "SIZES", "Case", "build", "cases"]
+__all__ = ["CONTAINERS", "OPS", "SIZES", "Case", "build", "cases", "parse"]
 
 SIZES = (10, 100, 1000)
 
@@ -122,6 +122,16 @@ def cases(
     if modules:
         out.extend(Case(f"module/{name}", "module", name, 0) for name in _MODULES)
     return out
+
+
+def parse(name: str) -> Case | None:
+    """The case a name denotes (`op/container/size` or `module/name`), or None."""
+    parts = name.split("/")
+    if len(parts) == 2 and parts[0] == "module" and parts[1] in _MODULES:
+        return Case(name, "module", parts[1], 0)
+    if len(parts) == 3 and parts[0] in OPS and parts[1] in CONTAINERS and parts[2].isdigit():
+        return Case(name, parts[0], parts[1], int(parts[2]))
+    return None
 
 
 def _tree(container: str, n: int) -> Any:

@@ -146,14 +146,14 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     dynamo_imported_by_install = "torch._dynamo" in sys.modules
     from . import dynamo_cases
 
-    by_name = {case.name: case for case in dynamo_cases.cases()}
     results = []
     # A warm-up compile, not reported: the first compile in a process pays
     # for lazy imports inside Dynamo, which would land on the first case.
-    measure(*dynamo_cases.build(by_name["tree_map/mixed/10"]))
+    measure(*dynamo_cases.build(dynamo_cases.Case("warm-up", "tree_map", "mixed", 10)))
     for name in config["cases"]:
-        if name in by_name:
-            fn, args = dynamo_cases.build(by_name[name])
+        case = dynamo_cases.parse(name)
+        if case is not None:
+            fn, args = dynamo_cases.build(case)
         else:  # module:callable, a user's model
             from .usertree import load_callable
 

@@ -1,0 +1,275 @@
+"""install() and Dynamo: neutral where torch has fast paths, faster where it has none.
+
+Proved here:
+
+* the Dynamo suite (harness/dynamo_cases) at 10 leaves and its modules, each
+  mode in a fresh process: with install() Dynamo steps the same bytecodes
+  and installs the same guards as without it, except on the calls cpytree
+  answers at the VariableTracker level (tree_flatten, tree_leaves,
+  tree_structure, tree_unflatten, spec.unflatten on builtin containers),
+  where it steps at most half and installs no more guards; graphs (up to node
+  names), graph breaks and outputs are identical everywhere;
+* those fast paths are sound: every change of structure the guards must catch
+  (lengths, node types, keys, key order, leaves becoming containers, a type
+  registered after compiling) recompiles and gives torch's eager result;
+* install() is lazy: it does not import torch._dynamo, Dynamo learns of it
+  when first imported, and uninstall() undoes it whichever came first.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch._dynamo
+import torch.utils._pytree as tp
+
+import cpytree
+from cpytree.harness import dynamo_study
+from cpytree.harness.dynamo_probe import counting_steps
+
+pytestmark = pytest.mark.skipif(
+    cpytree.ENGINE != "cpp", reason="install() needs the C++ engine (cpytree._C)"
+)
+
+FAST_OPS = ("flatten_unflatten", "leaves", "structure", "spec_unflatten")
+FAST_CONTAINERS = ("mixed", "dict", "list", "tuple", "namedtuple")
+
+
+@pytest.fixture
+def installed():
+    cpytree.install()
+    try:
+        yield
+    finally:
+        cpytree.uninstall()
+        torch._dynamo.reset()
+
+
+# --------------------------------------------------------------------------
+# The suite, each mode in a fresh process
+
+
+@pytest.fixture(scope="module")
+def study():
+    from cpytree.harness import dynamo_cases
+
+    names = [case.name for case in dynamo_cases.cases(sizes=(10,))]
+    names += [f"{op}/{c}/100" for op in ("flatten_unflatten", "leaves") for c in
+              ("dict", "namedtuple", "ordereddict", "dataclass")]  # fmt: skip
+    return dynamo_study.run(cases=names)
+
+
+def _is_fast(case: str) -> bool:
+    op, container, *_ = case.split("/")
+    # pytree_forward: tree_flatten + tree_unflatten of a dict of lists/tuples/namedtuple
+    return (op in FAST_OPS and container in FAST_CONTAINERS) or case == "module/pytree_forward"
+
+
+def test_suite_graphs_breaks_and_outputs_are_identical(study):
+    for row in study["rows"]:
+        assert row["same_graphs"], row["case"]
+        assert row["same_output"], row["case"]
+        assert row["graphs"]["torch"] == row["graphs"]["cpytree"] == 1, row["case"]
+        assert row["graph_breaks"]["torch"] == row["graph_breaks"]["cpytree"] == 0, row["case"]
+
+
+def test_suite_is_dynamo_neutral_where_torch_has_its_own_paths(study):
+    neutral = [row for row in study["rows"] if not _is_fast(row["case"])]
+    assert len(neutral) > 20
+    for row in neutral:
+        assert row["bytecodes"]["cpytree"] == row["bytecodes"]["torch"], row["case"]
+        assert row["guards"]["cpytree"] == row["guards"]["torch"], row["case"]
+
+
+def test_suite_fast_paths_step_at_most_half_with_no_more_guards(study):
+    fast = [row for row in study["rows"] if _is_fast(row["case"])]
+    assert len(fast) >= 6
+    for row in fast:
+        assert row["bytecodes"]["cpytree"] * 2 <= row["bytecodes"]["torch"], row["case"]
+        assert row["guards"]["cpytree"] <= row["guards"]["torch"], row["case"]
+
+
+def test_install_does_not_import_dynamo(study):
+    assert study["install_imported_dynamo"] is False
+
+
+# --------------------------------------------------------------------------
+# Soundness of the fast paths: guard failures recompile, results stay torch's
+
+Pt = collections.namedtuple("Pt", "a b")
+Other = collections.namedtuple("Other", "a b")
+
+
+def _scale(v, x):
+    return v * x if isinstance(v, torch.Tensor) else v
+
+
+def _flatten_unflatten(tree, x):
+    leaves, spec = tp.tree_flatten(tree)
+    return tp.tree_unflatten([_scale(leaf, x) for leaf in leaves], spec)
+
+
+def _same(a, b) -> bool:
+    la, sa = tp.tree_flatten(a)
+    lb, sb = tp.tree_flatten(b)
+    if sa != sb or len(la) != len(lb):
+        return False
+    return all(
+        torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y for x, y in zip(la, lb)
+    )
+
+
+def _variants():
+    t = torch.arange(3.0)
+    base = {"a": [t, t + 1], "b": (t + 2,), "c": Pt(t, t)}
+    return base, [
+        ("list length", {"a": [t, t + 1, t], "b": (t + 2,), "c": Pt(t, t)}),
+        ("tuple becomes list", {"a": [t, t + 1], "b": [t + 2], "c": Pt(t, t)}),
+        ("key renamed", {"a": [t, t + 1], "z": (t + 2,), "c": Pt(t, t)}),
+        ("key order", {"b": (t + 2,), "a": [t, t + 1], "c": Pt(t, t)}),
+        ("namedtuple class", {"a": [t, t + 1], "b": (t + 2,), "c": Other(t, t)}),
+        ("leaf becomes container", {"a": [t, [t, t]], "b": (t + 2,), "c": Pt(t, t)}),
+        ("leaf becomes None", {"a": [t, None], "b": (t + 2,), "c": Pt(t, t)}),
+        ("dict becomes OrderedDict", collections.OrderedDict(base)),
+    ]
+
+
+@pytest.mark.usefixtures("installed")
+@torch._dynamo.config.patch(recompile_limit=64)  # one compile per variant, none refused
+@pytest.mark.parametrize("fn", [_flatten_unflatten, lambda tree, x: [_scale(v, x) for v in tp.tree_leaves(tree)],
+                                lambda tree, x: (x * 2, tp.tree_structure(tree))],
+                         ids=["flatten_unflatten", "leaves", "structure"])  # fmt: skip
+def test_guard_failures_recompile_with_torchs_results(fn):
+    x = torch.tensor(2.0)
+    base, variants = _variants()
+    frames = []
+    torch._dynamo.reset()
+    compiled = torch._dynamo.optimize(lambda gm, ex: (frames.append(gm), gm.forward)[1])(fn)
+    assert _same(compiled(base, x), fn(base, x))
+    compiled_once = len(frames)
+    for what, tree in variants:
+        before = len(frames)
+        assert _same(compiled(tree, x), fn(tree, x)), what
+        assert len(frames) == before + 1, f"{what}: no recompile"
+    again = len(frames)
+    assert _same(compiled(base, x), fn(base, x))
+    assert len(frames) == again, "the first structure is still cached"
+    assert compiled_once == 1
+
+
+class Late:
+    def __init__(self, u, v):
+        self.u, self.v = u, v
+
+
+@pytest.mark.usefixtures("installed")
+def test_registering_a_leaf_type_after_compiling_recompiles():
+    x = torch.tensor(3.0)
+    tree = {"late": Late(torch.ones(2), torch.zeros(2)), "t": torch.ones(2)}
+
+    def fn(tree, x):
+        return [v * x if isinstance(v, torch.Tensor) else v for v in tp.tree_leaves(tree)]
+
+    compiled = torch.compile(fn, backend="eager")
+    assert len(compiled(tree, x)) == 2  # Late is a leaf
+    tp.register_pytree_node(Late, lambda o: ([o.u, o.v], None), lambda c, _: Late(*c))
+    try:
+        out = compiled(tree, x)
+        assert len(out) == 3 and _same(out, fn(tree, x))
+    finally:
+        tp._deregister_pytree_node(Late)
+
+
+@pytest.mark.usefixtures("installed")
+def test_specs_leaving_the_graph_equal_torchs():
+    t = torch.ones(2)
+    tree = {"a": [t, (t, t)], "b": Pt(t, None)}
+    leaves, spec = torch.compile(lambda tr: tp.tree_flatten(tr), backend="eager", fullgraph=True)(tree)
+    assert spec == tp.tree_structure(tree) and len(leaves) == 5 and leaves[-1] is None
+    assert torch.compile(tp.tree_structure, backend="eager", fullgraph=True)(tree) == spec
+
+
+@pytest.mark.usefixtures("installed")
+def test_unflatten_errors_are_torchs_inside_compiled_code():
+    spec = tp.tree_structure([1, 2])
+
+    def fn(x):
+        return tp.tree_unflatten([x], spec)
+
+    with pytest.raises(Exception, match="has length 1 but the spec refers to a pytree that holds 2 items"):
+        torch.compile(fn, backend="eager", fullgraph=True)(torch.ones(1))
+
+
+def _steps(fn, *args) -> int:
+    torch._dynamo.reset()
+    with counting_steps() as steps:
+        torch.compile(fn, backend="eager")(*args)
+    return steps[0]
+
+
+def test_fast_path_steps_half_of_torchs_in_process():
+    tree = {f"k{i}": [torch.ones(1), (torch.ones(1),)] for i in range(10)}
+    x = torch.tensor(1.0)
+    torch_steps = _steps(_flatten_unflatten, tree, x)
+    cpytree.install()
+    try:
+        ours = _steps(_flatten_unflatten, tree, x)
+    finally:
+        cpytree.uninstall()
+        torch._dynamo.reset()
+    assert 0 < ours * 2 <= torch_steps
+
+
+# --------------------------------------------------------------------------
+# Lazy install()
+
+_LAZY = textwrap.dedent(
+    """
+    import json, sys
+    import torch, torch.utils._pytree as tp
+    import cpytree
+    report = {}
+    cpytree.install()
+    report["imported_by_install"] = "torch._dynamo" in sys.modules
+    if sys.argv[1] == "uninstall-first":
+        cpytree.uninstall()
+        report["watchers_left"] = sum(type(f).__name__ == "_ImportWatcher" for f in sys.meta_path)
+    import torch._dynamo
+    from torch._dynamo.variables.builder import VariableBuilder
+    report["entry"] = id(cpytree.tree_flatten) in VariableBuilder._id_dispatch()
+    fn = torch.compile(lambda t: tp.tree_map(lambda v: v + 1, t), backend="eager", fullgraph=True)
+    report["result"] = fn({"a": torch.ones(1)})["a"].item()
+    cpytree.uninstall()
+    report["entry_after"] = id(cpytree.tree_flatten) in VariableBuilder._id_dispatch()
+    report["watchers_end"] = sum(type(f).__name__ == "_ImportWatcher" for f in sys.meta_path)
+    print("REPORT", json.dumps(report))
+    """
+)
+
+
+def _lazy(mode: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", _LAZY, mode], capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    line = [x for x in proc.stdout.splitlines() if x.startswith("REPORT ")]
+    assert line, proc.stderr[-2000:]
+    return json.loads(line[0][len("REPORT ") :])
+
+
+def test_install_is_lazy_and_dynamo_learns_on_import():
+    report = _lazy("installed")
+    assert report == {"imported_by_install": False, "entry": True, "result": 2.0,
+                      "entry_after": False, "watchers_end": 0}  # fmt: skip
+
+
+def test_uninstall_before_dynamo_import_leaves_dynamo_untouched():
+    report = _lazy("uninstall-first")
+    assert report == {"imported_by_install": False, "watchers_left": 0, "entry": False,
+                      "result": 2.0, "entry_after": False, "watchers_end": 0}  # fmt: skip
