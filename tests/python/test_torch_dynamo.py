@@ -273,3 +273,13 @@ def test_uninstall_before_dynamo_import_leaves_dynamo_untouched():
     report = _lazy("uninstall-first")
     assert report == {"imported_by_install": False, "watchers_left": 0, "entry": False,
                       "result": 2.0, "entry_after": False, "watchers_end": 0}  # fmt: skip
+
+
+@pytest.mark.usefixtures("installed")
+def test_spec_unflatten_falls_back_to_torchs_method_and_error():
+    def fn(tree, x):
+        _, spec = tp.tree_flatten(tree)
+        return spec.unflatten([x])  # one leaf for a two-leaf spec
+
+    with pytest.raises(Exception, match="has length 1 but the spec refers to a pytree that holds 2 items"):
+        torch.compile(fn, backend="eager", fullgraph=True)([torch.ones(1), torch.ones(1)], torch.ones(1))

@@ -58,11 +58,23 @@ def make_function_variable(tp: Any) -> type:
         UserFunctionVariable,
         VariableTracker,
     )
+    from torch._dynamo.variables import dicts as dict_variables
     from torch._dynamo.variables.base import ValueMutationNew
     from torch._dynamo.variables.lazy import LazyVariableTracker
     from torch._dynamo.variables.functions import get_pytree_SUPPORTED_NODES_source
 
     leaf_spec = tp.treespec_leaf()
+    # torch 2.14 has a tracker class of its own for OrderedDict; 2.13 one class
+    # for both, told apart by `user_cls`.
+    ordered_variable = getattr(dict_variables, "OrderedDictVariable", None)
+    dict_kinds = {ConstDictVariable, ordered_variable} - {None}
+
+    def dict_variable(items: dict[Any, Any], cls: type) -> Any:
+        if cls is dict:
+            return ConstDictVariable(items, mutation_type=ValueMutationNew())
+        if ordered_variable is not None:
+            return ordered_variable(items, mutation_type=ValueMutationNew())
+        return ConstDictVariable(items, user_cls=cls, mutation_type=ValueMutationNew())
     ordered = collections.OrderedDict
     named = collections.namedtuple
 
@@ -89,8 +101,8 @@ def make_function_variable(tp: Any) -> type:
             if None in children:
                 return None
             return tp.TreeSpec(node_type, None, children)
-        if kind is ConstDictVariable:
-            user_cls = vt.user_cls
+        if kind in dict_kinds:
+            user_cls = vt.python_type()
             if user_cls is not dict and user_cls is not ordered:
                 return None
             if not all(key.vt.is_python_constant() for key in vt.items):
@@ -148,7 +160,7 @@ def make_function_variable(tp: Any) -> type:
             # Built as user code builds it (Dynamo traces namedtuple's __new__).
             return VariableTracker.build(tx, spec.context).call_function(tx, children, {})
         items = {ConstantVariable.create(k): v for k, v in zip(spec.context, children)}
-        return ConstDictVariable(items, user_cls=spec.type, mutation_type=ValueMutationNew())
+        return dict_variable(items, spec.type)
 
     def buildable(spec: Any) -> bool:
         """Whether `build` handles every node of `spec`."""
@@ -193,6 +205,11 @@ def make_function_variable(tp: Any) -> type:
                 return SpecUnflattenVariable(self)
             return super().var_getattr(tx, name)
 
+        def tp_getattro_impl(self, tx: Any, name: str) -> Any:  # attribute reads, torch 2.14
+            if name == "unflatten":
+                return SpecUnflattenVariable(self)
+            return super().tp_getattro_impl(tx, name)  # type: ignore[misc]
+
         def reconstruct(self, codegen: Any) -> None:
             # A spec that leaves the graph is loaded from a global of the frame.
             name = codegen.tx.output.install_global_by_id("__cpytree_spec", self.value)
@@ -210,8 +227,7 @@ def make_function_variable(tp: Any) -> type:
                 result = unflatten(tx, args[0], self.spec_vt.value)
                 if result is not None:
                     return result
-            method = UserDefinedObjectVariable.var_getattr(self.spec_vt, tx, "unflatten")
-            return method.call_function(tx, args, kwargs)
+            return UserDefinedObjectVariable.call_method(self.spec_vt, tx, "unflatten", args, kwargs)
 
     class PytreeFunctionVariable(UserFunctionVariable):
         """torch's original function, answered directly when the tree allows it."""
