@@ -69,8 +69,13 @@ lint: setup
 harness: build floor
 	@CPYTREE_FLOOR_PATH=$(abspath $(FLOOR_DIR)) $(VENV)/bin/cpytree-harness $(HARNESS_ARGS)
 
+# pytest-benchmark suites, then the Dynamo suite (bytecodes, guards, graphs of
+# compiled functions calling pytree, with and without install()) and the
+# runtime section (benchmarks/dynamo_suite.py; BENCH_DYNAMO_ARGS=--quick for a
+# short run).
 bench: build floor
 	@CPYTREE_FLOOR_PATH=$(abspath $(FLOOR_DIR)) $(PY) -m pytest benchmarks --benchmark-only -q
+	@$(PY) benchmarks/dynamo_suite.py $(BENCH_DYNAMO_ARGS)
 
 # ---------------------------------------------------------------- reliability
 # Fuzzing, sanitizers and stress runs (tests/fuzz, docs in each file's header).

@@ -10,6 +10,7 @@ No timing is asserted.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -246,3 +247,177 @@ def test_compile_summary_and_plot(tmp_path: Path) -> None:
     if plots.available():
         assert plots.compile_plot(study, tmp_path) == ["compile.png"]
         assert (tmp_path / "compile.png").stat().st_size > 1000
+
+
+def test_subsystem_split() -> None:
+    """Pytree time goes to the nearest caller outside pytree code, through
+    pytree-to-pytree edges, self-recursion, mutual recursion and builtins."""
+    from cpytree.harness.compile_child import SUBSYSTEMS, subsystem_split
+
+    dyn = ("/x/torch/_dynamo/a.py", 1, "f")
+    aot = ("/x/torch/_functorch/b.py", 1, "g")
+    ind = ("/x/torch/_inductor/c.py", 1, "h")
+    flat = ("/x/torch/utils/_pytree.py", 1, "tree_flatten")
+    helper = ("/x/torch/utils/_pytree.py", 2, "helper")
+    comp = ("/x/torch/utils/_pytree.py", 3, "<listcomp>")
+    other_fn = ("/x/torch/utils/_pytree.py", 4, "tree_leaves")
+    isinst = ("~", 0, "<built-in method builtins.isinstance>")
+    mapb = ("~", 0, "<built-in map>")
+    # key -> (cc, nc, tt, ct, {caller: (nc, cc, tt, ct)})
+    stats = {
+        dyn: (1, 1, 1.0, 9.0, {}),
+        aot: (1, 1, 1.0, 9.0, {}),
+        ind: (1, 1, 1.0, 9.0, {}),
+        # 1 s from Dynamo, 2 s from AOTAutograd; cumulative 1.5 / 4.5.
+        flat: (2, 2, 3.0, 6.0, {dyn: (1, 1, 1.0, 1.5), aot: (1, 1, 2.0, 4.5)}),
+        # helper <-> listcomp recursion, entered from tree_flatten only.
+        helper: (4, 2, 4.0, 4.5, {flat: (2, 2, 3.0, 3.0), comp: (2, 2, 1.0, 1.5)}),
+        comp: (2, 2, 0.5, 1.5, {helper: (2, 2, 0.5, 1.5)}),
+        isinst: (9, 9, 1.2, 1.2, {helper: (4, 4, 0.8, 0.8), dyn: (5, 5, 0.4, 0.4)}),
+        mapb: (1, 1, 0.1, 2.1, {ind: (1, 1, 0.1, 2.1)}),
+        other_fn: (1, 1, 2.0, 2.0, {mapb: (1, 1, 2.0, 2.0)}),
+    }
+    pytree = {flat, helper, comp, other_fn}
+    files: dict[str, float] = {}
+    split = subsystem_split(stats, pytree, files)
+    assert list(split) == list(SUBSYSTEMS)
+    # tree_flatten's callers: Dynamo 1/4 and AOTAutograd 3/4 by cumulative time;
+    # helper (4), listcomp (0.5) and isinstance on helper's behalf (0.8) follow.
+    assert split["Dynamo"] == pytest.approx(1.0 + 0.25 * (4.0 + 0.5 + 0.8))
+    assert split["AOTAutograd"] == pytest.approx(2.0 + 0.75 * (4.0 + 0.5 + 0.8))
+    assert split["inductor"] == pytest.approx(2.0)  # through the builtin map
+    assert split["other"] == pytest.approx(0.0)
+    assert sum(split.values()) == pytest.approx(3.0 + 4.0 + 0.5 + 0.8 + 2.0)
+    assert files == {}
+
+
+def test_runtime_and_dynamo_sections(tmp_path: Path) -> None:
+    """The runtime and Dynamo tables, terminal and Markdown, from synthetic studies."""
+    from cpytree.harness import dynamo_study, runtime_bench
+    from cpytree.harness.report import write_report
+
+    rt = {
+        "reps": 3,
+        "rounds": 15,
+        "target_ms": 50.0,
+        "torch_version": "2.13.0",
+        "rows": [
+            {"case": "vmap-dict", "what": "vmap", "torch_us": 120.0, "cpytree_us": 80.0,
+             "speedup": 1.5, "errors": []},
+            {"case": "checkpoint", "what": "ckpt", "torch_us": None, "cpytree_us": None,
+             "speedup": None, "errors": ["torch: RuntimeError: boom"]},
+        ],
+    }  # fmt: skip
+    text = runtime_bench.terminal(rt)
+    assert "vmap-dict" in text and "1.50x" in text and "ERROR checkpoint torch: Runtime" in text
+    md = runtime_bench.markdown(rt)
+    assert "| vmap-dict | 120.0 | 80.0 | 1.50x | vmap |" in md
+    counts = {"bytecodes": 3000, "guards": 100, "graphs": 1, "graph_breaks": 0}
+    t_row = dict(counts, case="flatten_unflatten/dict/10", graph_digest="g", output_digest="o")
+    c_row = dict(t_row, bytecodes=120, guards=40)
+    row = dynamo_study.compare(t_row, c_row)
+    row["compile_s"] = {"torch": 0.2, "cpytree": 0.1}
+    dyn = {"torch_version": "2.13.0", "reps": 1, "install_s": 0.005,
+           "install_imported_dynamo": False, "rows": [row]}  # fmt: skip
+    assert "flatten_unflatten/dict/10" in dynamo_study.terminal(dyn)
+    meta = {"command": "x", "started": "now", "elapsed_s": 1.0, "settings": {}, "phases_s": {},
+            "machine": {"cpu": "c", "cpu_count": 2, "platform": "p", "python": "3", "versions": {}}}  # fmt: skip
+    out = tmp_path / "r"
+    write_report(out, meta, make_plots=False, dynamo=dyn, dynamo_markdown=dynamo_study.markdown(dyn),
+                 runtime=rt, runtime_markdown=md)  # fmt: skip
+    report = (out / "report.md").read_text()
+    assert "## Dynamo suite" in report and "## Runtime: eager torch paths" in report
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["dynamo"]["rows"][0]["bytecode_ratio"] == pytest.approx(0.04)
+    assert doc["runtime"]["rows"][0]["speedup"] == 1.5
+
+
+def test_model_needs_compile() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "cpytree.harness", "--model", "x.py:make"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2 and "--model goes with --compile" in proc.stderr
+
+
+_USER_MODEL = """
+import dataclasses
+import torch
+import torch.utils._pytree as pytree
+
+
+@dataclasses.dataclass
+class Out:
+    logits: torch.Tensor
+    parts: dict
+
+
+pytree.register_dataclass(Out)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = torch.nn.Linear(4, 2)
+
+    def forward(self, batch):
+        extra = pytree.tree_map(lambda t: t * 2.0, batch["extra"])
+        h = torch.relu(self.a(batch["x"])) + extra[0]
+        return Out(self.b(h), {"h": h, "sums": [h.sum(), extra[1].sum()]})
+
+
+def make():
+    torch.manual_seed(1)
+    batch = {"x": torch.randn(3, 4), "extra": [torch.randn(3, 4), torch.randn(2)]}
+    return Net(), batch  # a single argument, not a tuple
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+def test_compile_user_model(tmp_path: Path) -> None:
+    """--compile --model path.py:make on a model defined outside the project:
+    both modes compile it (fresh processes), Dynamo's counts, the pytree time
+    split by subsystem and the plot land in the report (aot_eager: quick)."""
+    src = tmp_path / "usermodel.py"
+    src.write_text(_USER_MODEL)
+    target = f"{src}:make"
+    out = tmp_path / "report"
+    proc = _harness(
+        "--compile", "--model", target, "--quick", "--compile-backend", "aot_eager",
+        "--out", str(out), timeout=900,
+    )  # fmt: skip
+    doc = json.loads((out / "results.json").read_text())
+    assert "runtime" not in doc  # the runtime section belongs to the zoo run
+    rows = doc["compile"]["summary"]
+    assert [(r["model"], r["mode"]) for r in rows] == [(target, "torch"), (target, "cpytree")]
+    for r in rows:
+        assert r["errors"] == [], r["errors"]
+        assert r["graphs"] == 1 and r["graph_breaks"] == 0
+        assert r["allclose_to_eager"] and r["identical_across_modes"]
+        assert r["call_us"]["median"] > 0 and r["compile_s"]["median"] > 0
+        split = r["subsystems_ms"]
+        assert set(split) == {"Dynamo", "AOTAutograd", "FakeTensor/proxy", "export",
+                              "inductor", "other"}  # fmt: skip
+        assert sum(split.values()) == pytest.approx(r["pytree_ms"], rel=1e-6)
+        assert split["AOTAutograd"] + split["FakeTensor/proxy"] > 0
+    dyn = doc["dynamo"]
+    assert "error" not in dyn, dyn
+    (row,) = dyn["rows"]
+    assert row["case"] == target
+    assert row["bytecodes"]["torch"] > 0 and row["bytecodes"]["cpytree"] > 0
+    assert row["guards"]["cpytree"] <= row["guards"]["torch"]
+    assert row["same_graphs"] and row["same_output"]
+    report = (out / "report.md").read_text()
+    assert "by the torch subsystem that called it" in report
+    assert "## Dynamo suite" in report and target in report
+    assert "pytree time during the compile by calling subsystem" in proc.stdout
+    assert "Dynamo suite (with / without cpytree.install())" in proc.stdout
+    from cpytree.harness import plots
+
+    if plots.available():
+        assert (out / "pytree-subsystems.png").stat().st_size > 1000

@@ -9,7 +9,16 @@ default `harness-report/`: report.md, results.json, PNG plots):
 * `--tree module:callable`: the same op tables on the user's own pytree (or
   the state dict of the nn.Module the callable returns);
 * `--compile`: torch.compile of a small torch.nn model zoo, each model in
-  fresh processes with and without `cpytree.install()`.
+  fresh processes with and without `cpytree.install()`; then the Dynamo
+  suite (`dynamo_study`: bytecodes, guards, graphs of compiled functions
+  calling pytree, at 10/100/1,000 leaves, 10/100 with --quick) and the
+  runtime section;
+* `--compile --model module:callable`: the same for the user's model or
+  function (the callable returns it and its example inputs): compile time,
+  Dynamo's bytecodes and guards, graph breaks, outputs, the compiled call's
+  time and the pytree time of the compile by calling torch subsystem;
+* `--runtime`: eager torch paths that call pytree (export's module, vmap,
+  grad, checkpoint), per call, with and without install() (`runtime_bench`).
 
 Each number of the op tables is the median time per call in microseconds;
 beside it, the ratio to cpytree (time / cpytree's time: above 1 means cpytree
@@ -22,6 +31,8 @@ Usage:
     cpytree-harness --workloads resnet50,tiny-call --backends cpytree,torch,optree
     cpytree-harness --tree mypkg.models:make_model
     cpytree-harness --compile --models mlp,nested-io --compile-reps 3
+    cpytree-harness --compile --model path/to/mymodel.py:make --quick
+    cpytree-harness --runtime
 """
 
 from __future__ import annotations
@@ -85,6 +96,19 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--tree", metavar="MODULE:CALLABLE", help="time your own pytree")
     p.add_argument("--compile", action="store_true", help="torch.compile study (needs torch)")
     p.add_argument("--models", metavar="NAME,...", help="--compile: models (default all)")
+    p.add_argument(
+        "--model",
+        metavar="MODULE:CALLABLE",
+        help="--compile: your model; the callable returns (model or function, example inputs)",
+    )
+    p.add_argument("--no-dynamo", action="store_true", help="--compile: no Dynamo suite")
+    p.add_argument(
+        "--runtime",
+        action="store_true",
+        help="eager torch paths that call pytree (export, vmap, grad, checkpoint); "
+        "also a section of --compile",
+    )
+    p.add_argument("--no-runtime", action="store_true", help="--compile: no runtime section")
     p.add_argument("--compile-reps", type=int, metavar="N", help="--compile: runs per mode")
     p.add_argument(
         "--compile-backend", default="inductor", metavar="NAME", help="--compile: backend"
@@ -155,24 +179,76 @@ def _finish(
     return 0
 
 
+def _dynamo(cases: list[str] | None, sizes: tuple[int, ...]) -> tuple[dict[str, Any], str, str]:
+    """The Dynamo suite (or the given cases): (results, terminal text, Markdown)."""
+    from . import dynamo_study
+
+    what = ", ".join(cases) if cases else f"the suite at {'/'.join(map(str, sizes))} leaves"
+    print(f"Dynamo: {what}, with and without install()...", file=sys.stderr, flush=True)
+    try:
+        study = dynamo_study.run(cases=cases, sizes=sizes)
+    except RuntimeError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        return (
+            {"error": error},
+            f"Dynamo suite: ERROR {error}",
+            f"## Dynamo suite\n\nERROR: {error}\n",
+        )
+    return study, dynamo_study.terminal(study), dynamo_study.markdown(study)
+
+
+def _runtime(args: argparse.Namespace) -> tuple[dict[str, Any], str, str]:
+    from . import runtime_bench
+
+    study = runtime_bench.run(
+        reps=1 if args.quick else 3, quick=args.quick, progress=not args.no_progress
+    )
+    return study, runtime_bench.terminal(study), runtime_bench.markdown(study)
+
+
 def _run_compile(args: argparse.Namespace, meta: dict[str, Any], t0: float) -> int:
     from . import compile_bench
 
+    phases = meta["phases_s"]
+    report: dict[str, Any] = {}
     try:
-        study, terminal, markdown = compile_bench.run(
-            models=_split(args.models),
-            reps=args.compile_reps,
-            backend=args.compile_backend,
-            quick=args.quick,
-            progress=not args.no_progress,
-        )
+        compile_bench.check_available()
+        if args.compile:
+            t1 = time.monotonic()
+            models = [args.model] if args.model else _split(args.models)
+            study, terminal, markdown = compile_bench.run(
+                models=models,
+                reps=args.compile_reps,
+                backend=args.compile_backend,
+                quick=args.quick,
+                progress=not args.no_progress,
+            )
+            meta["settings"] = study["settings"]
+            print(terminal, flush=True)
+            report.update(compile_study=study, compile_markdown=markdown)
+            phases["compile"] = time.monotonic() - t1
+            if not args.no_dynamo:
+                t1 = time.monotonic()
+                sizes = (10, 100) if args.quick else (10, 100, 1000)
+                dyn, terminal, markdown = _dynamo([args.model] if args.model else None, sizes)
+                print()
+                print(terminal, flush=True)
+                report.update(dynamo=dyn, dynamo_markdown=markdown)
+                phases["dynamo"] = time.monotonic() - t1
+        if args.runtime or (args.compile and not (args.model or args.no_runtime)):
+            t1 = time.monotonic()
+            rt, terminal, markdown = _runtime(args)
+            print()
+            print(terminal, flush=True)
+            report.update(runtime=rt, runtime_markdown=markdown)
+            phases["runtime"] = time.monotonic() - t1
     except compile_bench.Unavailable as exc:
-        print(f"cpytree-harness --compile: {exc}", file=sys.stderr)
+        print(
+            f"cpytree-harness --{'compile' if args.compile else 'runtime'}: {exc}", file=sys.stderr
+        )
         return 2
     meta["machine"] = machine_info()  # torch's version, now that it is imported
-    meta["settings"] = study["settings"]
-    print(terminal)
-    return _finish(args, meta, t0, compile_study=study, compile_markdown=markdown)
+    return _finish(args, meta, t0, **report)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -180,7 +256,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     t0 = time.monotonic()
     meta = _meta(args, argv, time.time())
-    if args.compile:
+    if args.model and not args.compile:
+        print("cpytree-harness: --model goes with --compile", file=sys.stderr)
+        return 2
+    if args.compile or args.runtime:
         return _run_compile(args, meta, t0)
     try:
         backends = backends_mod.discover(_split(args.backends))

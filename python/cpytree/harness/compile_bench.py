@@ -168,10 +168,30 @@ def _summarize(runs: list[dict[str, Any]], models: list[str]) -> list[dict[str, 
                 if prof
                 else None,
                 "top_pytree": prof[0]["top"][:6] if prof else [],
+                "subsystems_ms": _subsystems_ms(prof),
                 "errors": errors,
             }
             rows.append(row)
     return rows
+
+
+def _subsystems_ms(prof: list[dict[str, Any]]) -> dict[str, float] | None:
+    """Median pytree ms per calling subsystem over the profiled runs."""
+    splits = [r["subsystems_s"] for r in prof if r.get("subsystems_s")]
+    if not splits:
+        return None
+    return {k: 1e3 * statistics.median(s.get(k, 0.0) for s in splits) for k in splits[0]}
+
+
+def subsystem_lines(summary: list[dict[str, Any]]) -> list[str]:
+    """One line per (model, mode): profiled pytree ms by the subsystem that called it."""
+    out = []
+    for r in summary:
+        split = r.get("subsystems_ms")
+        if split:
+            parts = ", ".join(f"{k} {v:.1f}" for k, v in split.items() if v >= 0.05)
+            out.append(f"{r['model']} / {r['mode']}: {parts or 'none'} (ms)")
+    return out
 
 
 def _f(x: float | None, fmt: str) -> str:
@@ -272,6 +292,9 @@ def _terminal(study: dict[str, Any]) -> str:
     lines.append("-" * len(lines[-1]))
     lines += ["  ".join(f"{c:<{w}}" for c, w in zip(r, widths, strict=True)) for r in rows]
     lines += ["", *_headline(study["summary"])]
+    split = subsystem_lines(study["summary"])
+    if split:
+        lines += ["", "pytree time during the compile by calling subsystem (profiled):", *split]
     for r in study["summary"]:
         for e in r["errors"]:
             lines.append(f"ERROR {r['model']} {r['mode']}: {e}")
@@ -316,6 +339,25 @@ def _markdown(study: dict[str, Any]) -> str:
         for r in tops:
             items = ", ".join(f"{name} {secs * 1e3:.1f} ms" for name, secs in r["top_pytree"])
             md.append(f"- {r['model']} / {r['mode']}: {items}")
+    splits = [r for r in study["summary"] if r.get("subsystems_ms")]
+    if splits:
+        names = list(splits[0]["subsystems_ms"])
+        md += [
+            "",
+            "Pytree time during the profiled compile by the torch subsystem that called it "
+            "(ms; each pytree function's time goes to its nearest caller outside pytree "
+            "code, see `compile_child.subsystem_split`):",
+            "",
+            "| model | mode | " + " | ".join(names) + " | total |",
+            "|" + "---|" * (len(names) + 3),
+        ]
+        for r in splits:
+            vals = r["subsystems_ms"]
+            md.append(
+                f"| {r['model']} | {r['mode']} | "
+                + " | ".join(f"{vals[k]:.1f}" for k in names)
+                + f" | {sum(vals.values()):.1f} |"
+            )
     errors = [(r, e) for r in study["summary"] for e in r["errors"]]
     if errors:
         md += ["", "Errors:", ""] + [f"- {r['model']} {r['mode']}: {e}" for r, e in errors]
@@ -332,7 +374,7 @@ def run(
     """Run the study; returns (results for results.json, terminal text, Markdown)."""
     check_available()
     names = list(models) if models else list(MODELS)
-    unknown = [m for m in names if m not in MODELS]
+    unknown = [m for m in names if m not in MODELS and ":" not in m]
     if unknown:
         raise Unavailable(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
     reps = reps if reps is not None else (1 if quick else 3)
@@ -354,12 +396,14 @@ def run(
     study = {
         "backend": backend,
         "torch_version": torch_version,
-        "models": {m: MODELS[m] for m in names},
+        "models": {m: MODELS.get(m, "--model: the user's model") for m in names},
         "settings": {
             "reps": reps,
             "profile_reps": profile_reps,
             "warmup": warmup,
-            "env": {k: child_env()[k] for k in ("OMP_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS")},
+            "env": {
+                k: child_env()[k] for k in ("OMP_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS")
+            },
         },
         "runs": runs,
         "summary": _summarize(runs, names),

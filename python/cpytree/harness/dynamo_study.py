@@ -59,7 +59,9 @@ def compare(torch_row: dict[str, Any], cpytree_row: dict[str, Any]) -> dict[str,
     return row
 
 
-def run(cases: Sequence[str] | None = None, reps: int = 1, sizes: Sequence[int] = (10, 100, 1000)) -> dict[str, Any]:
+def run(
+    cases: Sequence[str] | None = None, reps: int = 1, sizes: Sequence[int] = (10, 100, 1000)
+) -> dict[str, Any]:
     """Measure `cases` (default: the whole suite at `sizes`) in both modes."""
     check_available()
     from . import dynamo_cases
@@ -88,8 +90,8 @@ def run(cases: Sequence[str] | None = None, reps: int = 1, sizes: Sequence[int] 
 
 
 def _table(study: dict[str, Any]) -> list[list[str]]:
-    out = [["case", "bytecodes torch", "cpytree", "ratio", "guards torch", "cpytree",
-            "graphs", "breaks", "same graph", "same output", "compile ms torch", "cpytree"]]  # fmt: skip
+    out = [["case", "bytecodes torch", "cpytree", "ratio", "guards torch", "cpytree", "graphs",
+            "breaks", "same graph", "same output", "compile ms torch", "cpytree"]]  # fmt: skip
     for row in study["rows"]:
         b, g = row["bytecodes"], row["guards"]
         out.append([
@@ -123,7 +125,7 @@ def terminal(study: dict[str, Any]) -> str:
     table = _table(study)
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
-                       enumerate(zip(r, widths))) for r in table]  # fmt: skip
+                       enumerate(zip(r, widths, strict=True))) for r in table]  # fmt: skip
     return "\n".join(["Dynamo suite (with / without cpytree.install())", *lines, _summary(study)])
 
 

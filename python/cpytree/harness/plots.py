@@ -6,7 +6,10 @@
 * `scaling.png`: cost per node from 10 to 1,000,000 nodes, wide and deep;
 * `compile.png`: torch.compile time per model with and without
   `cpytree.install()`, split into Dynamo's phases, and the profiled time
-  spent inside pytree functions.
+  spent inside pytree functions;
+* `pytree-subsystems.png`: that pytree time split by the torch subsystem
+  that called it (Dynamo, AOTAutograd, FakeTensor/proxy, export, inductor,
+  other), stacked, torch and install() side by side per model.
 
 `available()` says whether matplotlib imports; every function returns the
 file names it wrote.
@@ -25,7 +28,14 @@ from typing import Any
 
 from .results import OpResults, ScalingResults
 
-__all__ = ["available", "compile_plot", "op_plots", "scaling_plot", "why_missing"]
+__all__ = [
+    "available",
+    "compile_plot",
+    "op_plots",
+    "scaling_plot",
+    "subsystem_plot",
+    "why_missing",
+]
 
 _PLT: Any = None
 _WHY = ""
@@ -168,3 +178,24 @@ def compile_plot(study: dict[str, Any], out: Path) -> list[str]:
     ax2.set_ylabel("ms inside pytree functions (cProfile self time)")
     ax2.set_title("pytree time during the compile (gray: torch, green: install())", fontsize=10)
     return [_save(fig, out, "compile.png", bottom=0.15)]
+
+
+def subsystem_plot(study: dict[str, Any], out: Path) -> list[str]:
+    """Stacked bars: profiled pytree ms per calling subsystem, torch vs cpytree."""
+    rows = [r for r in study.get("summary", []) if r.get("subsystems_ms")]
+    if not rows:
+        return []
+    names = list(rows[0]["subsystems_ms"])
+    labels = [f"{r['model'].rpartition(':')[2]}\n{r['mode']}" for r in rows]
+    fig, ax = _PLT.subplots(figsize=(max(6.0, 1.1 * len(rows) + 3), 4.8))
+    bottom = [0.0] * len(rows)
+    for name in names:
+        vals = [r["subsystems_ms"].get(name, 0.0) for r in rows]
+        ax.bar(range(len(rows)), vals, 0.6, bottom=bottom, label=name)
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_ylabel("ms inside pytree functions (profiled compile)")
+    ax.set_title("pytree time during the compile by calling subsystem", fontsize=10)
+    ax.legend(fontsize=7)
+    return [_save(fig, out, "pytree-subsystems.png", bottom=0.15)]

@@ -110,8 +110,16 @@ def write_report(
     compile_study: dict[str, Any] | None = None,
     compile_markdown: str = "",
     make_plots: bool = True,
+    dynamo: dict[str, Any] | None = None,
+    dynamo_markdown: str = "",
+    runtime: dict[str, Any] | None = None,
+    runtime_markdown: str = "",
 ) -> tuple[list[str], str]:
-    """Write the report into `out`; returns (files written, plot notice or '')."""
+    """Write the report into `out`; returns (files written, plot notice or '').
+
+    `dynamo` and `runtime` are the Dynamo suite (`dynamo_study.run`) and the
+    runtime study (`runtime_bench.run`), stored under those keys of
+    results.json, with their Markdown sections."""
     out.mkdir(parents=True, exist_ok=True)
     doc: dict[str, Any] = {"meta": meta}
     if backends is not None:
@@ -122,6 +130,10 @@ def write_report(
         doc["scaling"] = scaling.to_json()
     if compile_study is not None:
         doc["compile"] = compile_study
+    if dynamo is not None:
+        doc["dynamo"] = dynamo
+    if runtime is not None:
+        doc["runtime"] = runtime
     (out / "results.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
 
     pngs: list[str] = []
@@ -133,6 +145,7 @@ def write_report(
             pngs += plots.scaling_plot(scaling, out)
         if compile_study is not None:
             pngs += plots.compile_plot(compile_study, out)
+            pngs += plots.subsystem_plot(compile_study, out)
     elif make_plots:
         notice = (
             f"plots skipped: matplotlib is not installed ({plots.why_missing()}); "
@@ -184,6 +197,11 @@ def write_report(
         md += [compile_markdown, ""]
         if "compile.png" in pngs:
             md += ["![compile](compile.png)", ""]
+        if "pytree-subsystems.png" in pngs:
+            md += ["![pytree time by subsystem](pytree-subsystems.png)", ""]
+    for section in (dynamo_markdown, runtime_markdown):
+        if section:
+            md += [section, ""]
     md += ["## Plots", ""]
     if pngs:
         md += [f"- [{p}]({p})" for p in pngs]
