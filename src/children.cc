@@ -5,7 +5,53 @@
 
 namespace cpytree {
 
+namespace {
+
+// Flatten functions known to return (list(d.values()), list(d.keys())) for a
+// dict subclass, and (d, None) for a list subclass: torch.fx's
+// immutable_dict / immutable_list flatten through torch's _dict_flatten /
+// _list_flatten. Tuples (strong), set by install() under the GIL; read with it.
+PyObject* g_dict_like_flattens = nullptr;
+PyObject* g_list_like_flattens = nullptr;
+
+bool IsIn(PyObject* tuple, PyObject* fn) {
+  if (tuple == nullptr) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); ++i) {
+    if (PyTuple_GET_ITEM(tuple, i) == fn) return true;
+  }
+  return false;
+}
+
+// The known functions' result, computed here; 0 if `reg` has none, -1 on error.
+int KnownFlatten(const Registration* reg, PyObject* obj, Ref* children, Ref* context) {
+  if (PyDict_Check(obj) && IsIn(g_dict_like_flattens, reg->flatten_fn)) {
+    *children = Ref(PyDict_Values(obj));
+    *context = Ref(PyDict_Keys(obj));
+    return *children && *context ? 1 : -1;
+  }
+  if (PyList_Check(obj) && IsIn(g_list_like_flattens, reg->flatten_fn)) {
+    *children = Ref(PySequence_List(obj));
+    *context = Ref::Borrow(Py_None);
+    return *children ? 1 : -1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+PyObject* PySetKnownFlattens(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2 || !PyTuple_Check(args[0]) || !PyTuple_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "_set_known_flattens(dict_like, list_like): two tuples");
+    return nullptr;
+  }
+  Py_XSETREF(g_dict_like_flattens, Py_NewRef(args[0]));
+  Py_XSETREF(g_list_like_flattens, Py_NewRef(args[1]));
+  Py_RETURN_NONE;
+}
+
 bool CallCustomFlatten(const Registration* reg, PyObject* obj, Ref* children, Ref* context) {
+  int known = KnownFlatten(reg, obj, children, context);
+  if (known != 0) return known > 0;
   Ref res(PyObject_CallOneArg(reg->flatten_fn, obj));
   if (!res) return false;
   Ref pair;

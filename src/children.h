@@ -15,6 +15,10 @@ namespace cpytree {
 // caller owns (a list may still be shared with user code: re-check sizes).
 bool CallCustomFlatten(const Registration* reg, PyObject* obj, Ref* children, Ref* context);
 
+// Python-facing: _set_known_flattens(dict_like, list_like), tuples of flatten
+// functions whose result CallCustomFlatten computes without calling them.
+PyObject* PySetKnownFlattens(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+
 // Appends owned references to the keys and values of a dict-kind node in
 // torch's order (insertion order; an OrderedDict's own order). `keys` may be
 // null when only values are wanted.

@@ -300,6 +300,17 @@ PyObject* PyTreeLeaves(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
   return StealIntoList(&b->leaves);
 }
 
+PyObject* PyArgTreeLeaves(PyObject*, PyObject* const* args, Py_ssize_t nargs,
+                          PyObject* kwnames) {
+  // The leaves of each positional argument, then of each keyword argument's value.
+  Py_ssize_t total = nargs + (kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames));
+  ScratchBuilder b;
+  for (Py_ssize_t i = 0; i < total; ++i) {
+    if (!FlattenInto(args[i], nullptr, false, b.get())) return nullptr;
+  }
+  return StealIntoList(&b->leaves);
+}
+
 PyObject* PyTreeStructure(PyObject*, PyObject* const* args, Py_ssize_t nargs,
                           PyObject* kwnames) {
   PyObject* a[2] = {nullptr, nullptr};

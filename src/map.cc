@@ -2,6 +2,10 @@
 // tree as it walks it and never builds a spec. The n-ary map flattens the
 // first tree, matches every other tree against it (torch's prefix rule, all
 // errors before any call of `func`), calls `func`, and rebuilds.
+// tree_map_only and tree_map_only_ are the unary ones with a LeafFilter:
+// torch's map_only(type_or_types_or_pred) checked in C at each leaf, `func`
+// called only on the leaves it selects (torch wraps `func` in a Python
+// closure called once per leaf instead).
 #include <vector>
 
 #include "api.h"
@@ -13,11 +17,47 @@
 namespace cpytree {
 namespace {
 
+// torch's map_only(type_or_types_or_pred): which leaves `func` applies to.
+struct LeafFilter {
+  PyObject* types = nullptr;  // a type, tuple of types or union: isinstance(leaf, types)
+  PyObject* pred = nullptr;   // else a callable: bool(pred(leaf))
+
+  // 1 to call func on `leaf`, 0 to keep it, -1 with an exception set.
+  int Selects(PyObject* leaf) const {
+    if (types == nullptr && pred == nullptr) return 1;
+    if (types != nullptr) return PyObject_IsInstance(leaf, types);
+    Ref r(PyObject_CallOneArg(pred, leaf));
+    return r ? PyObject_IsTrue(r.get()) : -1;
+  }
+
+  // Parses type_or_types_or_pred as map_only does, with its TypeError.
+  bool Parse(PyObject* spec) {
+    if (PyType_Check(spec) || PyTuple_Check(spec)) {
+      types = spec;
+      return true;
+    }
+    Ref types_module(PyImport_ImportModule("types"));
+    if (!types_module) return false;
+    Ref union_type(PyObject_GetAttrString(types_module.get(), "UnionType"));
+    if (!union_type) return false;
+    if (PyObject_TypeCheck(spec, reinterpret_cast<PyTypeObject*>(union_type.get()))) {
+      types = spec;
+      return true;
+    }
+    if (PyCallable_Check(spec)) {
+      pred = spec;
+      return true;
+    }
+    PyErr_SetString(PyExc_TypeError, "Argument must be a type, a tuple of types, or a callable.");
+    return false;
+  }
+};
+
 template <bool kHasIsLeaf>
 class Mapper {
  public:
-  Mapper(PyObject* func, PyObject* is_leaf, SpecBuilder* b)
-      : func_(func), is_leaf_(is_leaf), b_(b), limit_(DepthLimit()) {}
+  Mapper(PyObject* func, PyObject* is_leaf, SpecBuilder* b, LeafFilter filter = {})
+      : func_(func), is_leaf_(is_leaf), b_(b), limit_(DepthLimit()), filter_(filter) {}
 
   // The mapped tree (new reference) or null with an exception.
   PyObject* Visit(PyObject* obj, int depth) {
@@ -28,17 +68,25 @@ class Mapper {
     if constexpr (kHasIsLeaf) {
       int r = CallIsLeaf(obj);
       if (r < 0) return nullptr;
-      if (r > 0) return PyObject_CallOneArg(func_, obj);
+      if (r > 0) return MapLeaf(obj);
     }
     PyTypeObject* type = Py_TYPE(obj);
     if (type == &PyList_Type) return MapList(obj, depth);
     if (type == &PyTuple_Type) return MapTuple(obj, depth);
     if (type == &PyDict_Type) return MapDict(obj, NodeKind::kDict, depth);
-    if (obj == Py_None || IsPlainScalarLeaf(type)) return PyObject_CallOneArg(func_, obj);
+    if (obj == Py_None || IsPlainScalarLeaf(type)) return MapLeaf(obj);
     return MapOther(obj, depth);
   }
 
  private:
+  // func(leaf), or the leaf itself when the filter does not select it.
+  PyObject* MapLeaf(PyObject* leaf) {
+    int selected = filter_.Selects(leaf);
+    if (selected < 0) return nullptr;
+    if (selected == 0) return Py_NewRef(leaf);
+    return PyObject_CallOneArg(func_, leaf);
+  }
+
   CPYTREE_NOINLINE int CallIsLeaf(PyObject* obj) {
     Ref r(PyObject_CallOneArg(is_leaf_, obj));
     if (!r) return -1;
@@ -189,7 +237,7 @@ class Mapper {
     NodeKind kind = Classify(obj, &reg, &error);
     if (error) return nullptr;
     switch (kind) {
-      case NodeKind::kLeaf: return PyObject_CallOneArg(func_, obj);
+      case NodeKind::kLeaf: return MapLeaf(obj);
       case NodeKind::kNamedTuple: return MapNamedTuple(obj, depth);
       case NodeKind::kOrderedDict:
       case NodeKind::kDefaultDict: return MapDict(obj, kind, depth);
@@ -203,6 +251,7 @@ class Mapper {
   PyObject* is_leaf_;
   SpecBuilder* b_;
   int limit_;
+  LeafFilter filter_;
 };
 
 const char* const kMapArgs[] = {"func", "tree", "is_leaf"};
@@ -264,12 +313,16 @@ void ReleaseColumns(std::vector<std::vector<PyObject*>>* columns) {
 
 // Calls func(leaf, *rest_leaves) for each leaf, or func(keypath, leaf,
 // *rest_leaves) with `with_path`; results (owned) into `out` when not null.
+// Leaves `filter` does not select are skipped (only without `out`).
 bool CallColumns(PyObject* func, const SpecBuilder& b,
                  const std::vector<std::vector<PyObject*>>& columns,
-                 std::vector<PyObject*>* out, bool with_path = false) {
+                 std::vector<PyObject*>* out, bool with_path = false, LeafFilter filter = {}) {
   std::size_t first = with_path ? 1 : 0;
   std::vector<PyObject*> argv(columns.size() + 1 + first);
   for (std::size_t i = 0; i < b.leaves.size(); ++i) {
+    int selected = filter.Selects(b.leaves[i]);
+    if (selected < 0) return false;
+    if (selected == 0) continue;
     if (with_path) argv[0] = PyTuple_GET_ITEM(b.paths[i], 0);
     argv[first] = b.leaves[i];
     for (std::size_t r = 0; r < columns.size(); ++r) argv[first + r + 1] = columns[r][i];
@@ -284,7 +337,61 @@ bool CallColumns(PyObject* func, const SpecBuilder& b,
   return true;
 }
 
+// Splits (type_or_types_or_pred, /, func, tree, is_leaf=None) of tree_map_only.
+bool ParseMapOnlyArgs(const char* fname, PyObject* const* args, Py_ssize_t nargs,
+                      PyObject* kwnames, LeafFilter* filter, PyObject** func, PyObject** tree,
+                      PyObject** is_leaf) {
+  if (nargs < 1) {
+    PyErr_Format(PyExc_TypeError, "%s() missing required argument 'type_or_types_or_pred'",
+                 fname);
+    return false;
+  }
+  PyObject* const* rests;
+  Py_ssize_t num_rests;
+  if (!ParseMapArgs(fname, args + 1, nargs - 1, kwnames, func, tree, is_leaf, &rests,
+                    &num_rests)) {
+    return false;
+  }
+  if (num_rests > 1 || (num_rests == 1 && *is_leaf != nullptr)) {
+    PyErr_Format(PyExc_TypeError, "%s() takes from 3 to 4 positional arguments but %zd were given",
+                 fname, nargs);
+    return false;
+  }
+  if (num_rests == 1) *is_leaf = rests[0];
+  return filter->Parse(args[0]);
+}
+
 }  // namespace
+
+PyObject* PyTreeMapOnly(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  LeafFilter filter;
+  PyObject *func, *tree, *is_leaf;
+  if (!ParseMapOnlyArgs("tree_map_only", args, nargs, kwnames, &filter, &func, &tree, &is_leaf)) {
+    return nullptr;
+  }
+  ScratchBuilder b;
+  if (is_leaf == nullptr || is_leaf == Py_None) {
+    return Mapper<false>(func, nullptr, b.get(), filter).Visit(tree, 0);
+  }
+  return Mapper<true>(func, is_leaf, b.get(), filter).Visit(tree, 0);
+}
+
+PyObject* PyTreeMapOnlyInplace(PyObject*, PyObject* const* args, Py_ssize_t nargs,
+                               PyObject* kwnames) {
+  LeafFilter filter;
+  PyObject *func, *tree, *is_leaf;
+  if (!ParseMapOnlyArgs("tree_map_only_", args, nargs, kwnames, &filter, &func, &tree,
+                        &is_leaf)) {
+    return nullptr;
+  }
+  ScratchBuilder b;
+  std::vector<std::vector<PyObject*>> no_rests;
+  if (!FlattenInto(tree, is_leaf, false, b.get()) ||
+      !CallColumns(func, *b, no_rests, nullptr, false, filter)) {
+    return nullptr;
+  }
+  return Py_NewRef(tree);
+}
 
 PyObject* PyTreeMap(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject *func, *tree, *is_leaf;

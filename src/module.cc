@@ -1,5 +1,6 @@
 // Module init of cpytree._C and its method table.
 #include "api.h"
+#include "children.h"
 #include "torch_interop.h"
 #include "treespec.h"
 #include "intern.h"
@@ -32,10 +33,16 @@ PyMethodDef kModuleMethods[] = {
      "Flattens a pytree into a list of leaves and a TreeSpec."},
     {"tree_leaves", FASTCALL_KW(PyTreeLeaves), kFastKw,
      "tree_leaves(tree, is_leaf=None)\n--\n\nThe leaves of a pytree (builds no spec)."},
+    {"arg_tree_leaves", FASTCALL_KW(PyArgTreeLeaves), kFastKw,
+     "arg_tree_leaves(*args, **kwargs)\n--\n\n"
+     "The leaves of the positional arguments, then of the keyword arguments' values."},
     {"tree_structure", FASTCALL_KW(PyTreeStructure), kFastKw,
      "tree_structure(tree, is_leaf=None)\n--\n\nThe TreeSpec of a pytree."},
     {"tree_is_leaf", FASTCALL_KW(PyTreeIsLeaf), kFastKw,
      "tree_is_leaf(tree, is_leaf=None)\n--\n\nWhether a pytree is a leaf."},
+    {"tree_iter", FASTCALL_KW(PyTreeIter), kFastKw,
+     "tree_iter(tree, is_leaf=None)\n--\n\n"
+     "A lazy iterator over the leaves of a pytree (visits nodes as leaves are consumed)."},
     {"tree_unflatten", FASTCALL_KW(PyTreeUnflatten), kFastKw,
      "tree_unflatten(leaves, treespec)\n--\n\n"
      "Builds a pytree from leaves and a TreeSpec (inverse of tree_flatten)."},
@@ -45,6 +52,12 @@ PyMethodDef kModuleMethods[] = {
     {"tree_map_", FASTCALL_KW(PyTreeMapInplace), kFastKw,
      "tree_map_(func, tree, *rests, is_leaf=None)\n--\n\n"
      "Calls func on each leaf for its side effects and returns tree."},
+    {"tree_map_only", FASTCALL_KW(PyTreeMapOnly), kFastKw,
+     "tree_map_only(type_or_types_or_pred, /, func, tree, is_leaf=None)\n--\n\n"
+     "Maps func over the leaves selected by a type, tuple of types or predicate."},
+    {"tree_map_only_", FASTCALL_KW(PyTreeMapOnlyInplace), kFastKw,
+     "tree_map_only_(type_or_types_or_pred, /, func, tree, is_leaf=None)\n--\n\n"
+     "Calls func on the leaves selected by a type, tuple of types or predicate; returns tree."},
     {"tree_flatten_spec", FASTCALL_KW(PyTreeFlattenSpec), kFastKw,
      "tree_flatten_spec(pytree, spec, registry=None)\n--\n\n"
      "torch.fx._pytree.tree_flatten_spec: the leaves of pytree at spec's leaves. registry:\n"
@@ -72,6 +85,10 @@ PyMethodDef kModuleMethods[] = {
      "install(): torch's spec classes (all None to clear); see torch_interop.h."},
     {"_set_torch_pickling", PySetTorchPickling, METH_O,
      "_set_torch_pickling(flag, /)\n--\n\nPickle specs in torch's form (install()) or cpytree's."},
+    {"_set_known_flattens", FASTCALL_KW(PySetKnownFlattens), METH_FASTCALL,
+     "_set_known_flattens(dict_like, list_like, /)\n--\n\n"
+     "Flatten functions (tuples) known to return exactly what dict / list flatten returns;\n"
+     "the engine computes their result itself. install() names torch.fx's immutable ones."},
     {"_register_node", FASTCALL_KW(PyRegisterNode), METH_FASTCALL,
      "_register_node(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn, /)\n--\n\n"
      "Mirrors one registration of the Python registry into the engine."},
@@ -95,7 +112,7 @@ PyModuleDef kModule = {
 
 PyMODINIT_FUNC PyInit__C() {
   using namespace cpytree;
-  if (!InitRegistry() || !InitTreeSpecType()) return nullptr;
+  if (!InitRegistry() || !InitTreeSpecType() || !InitTreeIterType()) return nullptr;
   PyObject* m = PyModule_Create(&kModule);
   if (m == nullptr) return nullptr;
   Py_INCREF(&TreeSpecType);

@@ -7,7 +7,7 @@ positionally only (METH_O, METH_FASTCALL without keywords) are marked ``/``,
 ``(kp)`` and ``(obj, kp)`` although they refuse keywords.
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, final
 
 from typing_extensions import deprecated
@@ -84,6 +84,21 @@ def tree_map_(
     func: Callable[..., Any],
     tree: PyTree,
     *rests: PyTree,
+    is_leaf: Callable[[PyTree], bool] | None = None,
+) -> PyTree: ...
+def tree_iter(tree: PyTree, is_leaf: Callable[[PyTree], bool] | None = None) -> Iterator[Any]: ...
+def tree_map_only(
+    type_or_types_or_pred: type | tuple[type, ...] | Callable[[Any], bool],
+    /,
+    func: Callable[..., Any],
+    tree: PyTree,
+    is_leaf: Callable[[PyTree], bool] | None = None,
+) -> PyTree: ...
+def tree_map_only_(
+    type_or_types_or_pred: type | tuple[type, ...] | Callable[[Any], bool],
+    /,
+    func: Callable[..., Any],
+    tree: PyTree,
     is_leaf: Callable[[PyTree], bool] | None = None,
 ) -> PyTree: ...
 def tree_flatten_spec(

@@ -241,9 +241,10 @@ def treespec_leaf() -> TreeSpec:
     return _LEAF_SPEC
 
 
-def tree_iter(tree: PyTree, is_leaf: Callable[[PyTree], bool] | None = None) -> Iterable[Any]:
-    """An iterator over the leaves of a pytree."""
-    yield from tree_leaves(tree, is_leaf=is_leaf)
+if _C is not None:  # lazy, in C: nodes are visited as leaves are consumed
+    tree_iter = _C.tree_iter
+else:
+    tree_iter = _reference.tree_iter
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -271,8 +272,12 @@ tree_all = _run_here(_reference.tree_all)
 tree_any = _run_here(_reference.tree_any)
 tree_all_only = _run_here(_reference.tree_all_only)
 tree_any_only = _run_here(_reference.tree_any_only)
-tree_map_only = _run_here(_reference.tree_map_only)
-tree_map_only_ = _run_here(_reference.tree_map_only_)
+if _C is not None:  # the type filter checked in C, func called only on the leaves it selects
+    tree_map_only = _C.tree_map_only
+    tree_map_only_ = _C.tree_map_only_
+else:
+    tree_map_only = _run_here(_reference.tree_map_only)
+    tree_map_only_ = _run_here(_reference.tree_map_only_)
 treespec_tuple = _run_here(_reference.treespec_tuple)
 treespec_dict = _run_here(_reference.treespec_dict)
 
@@ -295,6 +300,10 @@ def _is_leaf(tree: PyTree, is_leaf: Callable[[PyTree], bool] | None = None) -> b
 def arg_tree_leaves(*args: PyTree, **kwargs: PyTree) -> list[Any]:
     """The leaves of `args` then of the values of `kwargs`: `tree_leaves((args, kwargs))`."""
     return tree_leaves([*args, *kwargs.values()])
+
+
+if _C is not None:
+    arg_tree_leaves = _C.arg_tree_leaves  # noqa: F811 - the engine's, same contract
 
 
 _broadcast_to_and_flatten = _run_here(_reference._broadcast_to_and_flatten)

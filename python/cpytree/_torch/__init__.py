@@ -65,6 +65,8 @@ TARGETS: tuple[tuple[str, str, str], ...] = (
     ("torch.utils._pytree", "arg_tree_leaves", FREE),
     ("torch.utils._pytree", "tree_map", FREE),
     ("torch.utils._pytree", "tree_map_", FREE),
+    ("torch.utils._pytree", "tree_map_only", FREE),
+    ("torch.utils._pytree", "tree_map_only_", FREE),
     ("torch.utils._pytree", "tree_flatten", SPEC),
     ("torch.utils._pytree", "tree_structure", SPEC),
     ("torch.utils._pytree", "tree_unflatten", SPEC),
@@ -138,6 +140,29 @@ def _fx_tree_flatten_spec(cpytree: ModuleType, fx_pytree: ModuleType) -> Any:
     return tree_flatten_spec
 
 
+def _known_flattens() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """torch's flatten functions whose results the engine computes itself.
+
+    torch.fx's immutable_dict / immutable_list are registered with functions
+    that return exactly torch's dict / list flatten results:
+    (list(d.values()), list(d.keys())) and (a list of d's items, None).
+    FakeTensor and FX flatten them on every operator of a compile.
+    """
+    dict_like: list[Any] = []
+    list_like: list[Any] = []
+    immutable = sys.modules.get("torch.fx.immutable_collections")
+    for module, name, out in (
+        (immutable, "_immutable_dict_flatten", dict_like),
+        (immutable, "_immutable_list_flatten", list_like),
+        (sys.modules.get("torch.utils._pytree"), "_dict_flatten", dict_like),
+        (sys.modules.get("torch.utils._pytree"), "_list_flatten", list_like),
+    ):
+        fn = getattr(module, name, None)
+        if fn is not None:
+            out.append(fn)
+    return tuple(dict_like), tuple(list_like)
+
+
 def _why_not(kind: str, fast: Any, original: Any, blockers: dict[str, str | None]) -> str | None:
     """Why a function must stay torch's, or None if cpytree's `fast` may replace it."""
     if original is None:
@@ -177,6 +202,7 @@ def install(*, rebind_imports: bool = True) -> None:
         spec_ready = False
         try:
             mirror.start(patches)
+            cpytree._C._set_known_flattens(*_known_flattens())
             originals = {"tree_structure": tp.tree_structure}
             spec_blocker = _spec_interop.enable(cpytree, tp, originals)
             spec_ready = spec_blocker is None
@@ -218,6 +244,7 @@ def install(*, rebind_imports: bool = True) -> None:
                     patches, {**replacements, **mirror.wrappers()}, skip=("torch.utils._pytree",)
                 )
         except BaseException:
+            cpytree._C._set_known_flattens((), ())
             hooks.remove_all()
             patches.undo()
             mirror.stop()
@@ -265,12 +292,13 @@ def uninstall() -> None:
             module = sys.modules[module_name]
             setattr(module, attr, state.undo_map[id(vars(module)[attr])][1])
         state.mirror.stop()
+        import cpytree
+
+        cpytree._C._set_known_flattens((), ())
         # The engine's spec interop stays on: specs made while installed live
         # on in torch objects (an ExportedProgram's call_spec, AOTAutograd's
         # runtime wrappers) that torch's own functions must still accept.
         # Only pickling goes back to cpytree's own form.
-        import cpytree
-
         _spec_interop.pickle_as_torch(cpytree, False)
         _state = None
     if skipped:
