@@ -421,3 +421,21 @@ def test_compile_user_model(tmp_path: Path) -> None:
 
     if plots.available():
         assert (out / "pytree-subsystems.png").stat().st_size > 1000
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+def test_runtime_quick(tmp_path: Path) -> None:
+    """--runtime: every eager path runs in both modes (one process each)."""
+    from cpytree.harness.runtime_bench import CASES
+
+    out = tmp_path / "report"
+    proc = _harness("--runtime", "--quick", "--no-plots", "--out", str(out), timeout=600)
+    doc = json.loads((out / "results.json").read_text())
+    assert "compile" not in doc and "dynamo" not in doc
+    rows = doc["runtime"]["rows"]
+    assert [r["case"] for r in rows] == list(CASES)
+    for r in rows:
+        assert r["errors"] == [], r["errors"]
+        assert r["torch_us"] > 0 and r["cpytree_us"] > 0 and r["speedup"] > 0
+        assert r["case"] in proc.stdout
+    assert "## Runtime: eager torch paths that call pytree" in (out / "report.md").read_text()
