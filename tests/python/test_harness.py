@@ -400,6 +400,7 @@ def test_compile_user_model(tmp_path: Path) -> None:
         assert r["graphs"] == 1 and r["graph_breaks"] == 0
         assert r["allclose_to_eager"] and r["identical_across_modes"]
         assert r["call_us"]["median"] > 0 and r["compile_s"]["median"] > 0
+        assert r["call_pytree_calls"] >= 0
         split = r["subsystems_ms"]
         assert set(split) == {"Dynamo", "AOTAutograd", "FakeTensor/proxy", "export",
                               "inductor", "other"}  # fmt: skip

@@ -155,6 +155,10 @@ def _summarize(runs: list[dict[str, Any]], models: list[str]) -> list[dict[str, 
                 "identical_across_modes": len(digests) == 1,
                 "call_us": _stat([r["call_us"] for r in plain]),
                 "eager_call_us": _stat([r["eager_call_us"] for r in plain]),
+                "call_pytree_calls": max(
+                    (r["call_pytree_calls"] for r in plain if "call_pytree_calls" in r),
+                    default=None,
+                ),
                 "pytree_ms": 1e3 * statistics.median(r["pytree_s"] for r in prof) if prof else None,
                 "pytree_share": statistics.median(
                     r["pytree_s"] / r["profiled_total_s"] for r in prof
@@ -274,6 +278,10 @@ def _headline(summary: list[dict[str, Any]]) -> list[str]:
             parts.append(f"install() {c['install_ms']:.0f} ms")
         if t["call_us"] and c["call_us"]:
             parts.append(f"call {t['call_us']['median']:.0f} us -> {c['call_us']['median']:.0f} us")
+        if t.get("call_pytree_calls") is not None and c.get("call_pytree_calls") is not None:
+            parts.append(
+                f"pytree calls per call {t['call_pytree_calls']:g} -> {c['call_pytree_calls']:g}"
+            )
         out.append(", ".join(parts))
     return out
 
@@ -318,7 +326,9 @@ def _markdown(study: dict[str, Any]) -> str:
         "calls from other code into pytree functions during it; *= eager*: "
         "output has the eager structure and allclose values; *same both modes*: the "
         "compiled outputs of every run of both modes are bit-identical; *call us*: time "
-        "per call of the compiled model on its tiny inputs (one thread).",
+        "per call of the compiled model on its tiny inputs (one thread); the lines "
+        "below give the calls into pytree functions per compiled call (profiled): where "
+        "there are none, a change of *call us* is noise.",
         "",
         "| " + " | ".join(_COLUMNS) + " |",
         "|" + "---|" * len(_COLUMNS),

@@ -12,7 +12,8 @@ and graphs from Dynamo's counters; the output
 compared with the eager one (structure, and values with allclose) and a
 digest of it (the parent checks both modes give identical outputs); and,
 unless profiling, the time per call of the compiled and the eager model on
-these tiny inputs, where per-call pytree work shows.
+these tiny inputs, where per-call pytree work shows, and the calls into
+pytree functions per call of the compiled model.
 
 With "profile": true the compile runs under cProfile instead, and the result
 carries the time spent inside pytree functions: the self time of the Python
@@ -305,6 +306,19 @@ def _per_call(fn: Any, inputs: tuple[Any, ...], target: float = 0.01, rounds: in
     return statistics.median(samples)
 
 
+def _pytree_calls_per_call(fn: Any, inputs: tuple[Any, ...], calls: int = 50) -> float:
+    """Calls into pytree functions per steady-state call of `fn` (profiled,
+    after the timing): a call that makes none cannot change with install()."""
+    import cProfile
+
+    prof = cProfile.Profile(builtins=True)
+    prof.enable()
+    for _ in range(calls):
+        fn(*inputs)
+    prof.disable()
+    return float(_pytree_profile(prof)["pytree_calls"]) / calls
+
+
 def _cpu() -> float:
     """CPU seconds of this process and of its finished children (the C++
     compiler Inductor runs is a child process)."""
@@ -398,6 +412,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     else:
         result["call_us"] = _per_call(compiled, inputs) * 1e6
         result["eager_call_us"] = _per_call(model, inputs) * 1e6
+        result["call_pytree_calls"] = _pytree_calls_per_call(compiled, inputs)
         result["recompiles"] = int(counters["stats"].get("unique_graphs", 0)) - result["graphs"]
     return result
 
