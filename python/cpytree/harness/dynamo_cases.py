@@ -4,7 +4,8 @@ Every public pytree function user code calls inside a compiled region, over
 every node kind torch handles, with and without `is_leaf`, at 10, 100 and
 1,000 leaves, plus nn.Modules whose forward takes and returns nested
 structures. `dynamo_probe` compiles each case and counts what Dynamo did;
-`dynamo_study` runs it with and without `cpytree.install()`.
+`dynamo_study` runs it with and without `cpytree.install()`. The models of
+the compile zoo (`zoo/<name>`) are cases too.
 
 A case is a name and a builder; `build(name)` returns (function, args). The
 functions read `torch.utils._pytree` through the module attribute at call
@@ -121,6 +122,7 @@ def cases(
         )
     if modules:
         out.extend(Case(f"module/{name}", "module", name, 0) for name in _MODULES)
+        out.extend(Case(f"zoo/{name}", "zoo", name, 0) for name in _ZOO)
     return out
 
 
@@ -129,6 +131,8 @@ def parse(name: str) -> Case | None:
     parts = name.split("/")
     if len(parts) == 2 and parts[0] == "module" and parts[1] in _MODULES:
         return Case(name, "module", parts[1], 0)
+    if len(parts) == 2 and parts[0] == "zoo" and parts[1] in _ZOO:
+        return Case(name, "zoo", parts[1], 0)
     if len(parts) == 3 and parts[0] in OPS and parts[1] in CONTAINERS and parts[2].isdigit():
         return Case(name, parts[0], parts[1], int(parts[2]))
     return None
@@ -287,6 +291,10 @@ _MODULES: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
 }
 
 
+# The models of `cpytree-harness --compile` (harness/zoo.py), traced as they are.
+_ZOO = ("mlp", "resnet", "transformer", "nested-io")
+
+
 def build(case: Case) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """(function or module to compile, its arguments) for one case."""
     import torch
@@ -296,4 +304,8 @@ def build(case: Case) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     torch.manual_seed(0)
     if case.op == "module":
         return _MODULES[case.container]()
+    if case.op == "zoo":
+        from . import zoo
+
+        return zoo.build(case.container)
     return _op(case.op), (_tree(case.container, case.size), torch.tensor(2.0))
