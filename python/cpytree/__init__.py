@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import types
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from . import _reference, _serialization
@@ -241,10 +241,8 @@ def treespec_leaf() -> TreeSpec:
     return _LEAF_SPEC
 
 
-if _C is not None:  # lazy, in C: nodes are visited as leaves are consumed
-    tree_iter = _C.tree_iter
-else:
-    tree_iter = _reference.tree_iter
+# Lazy, in C: nodes are visited as leaves are consumed.
+tree_iter = _C.tree_iter if _C is not None else _reference.tree_iter
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -297,13 +295,13 @@ def _is_leaf(tree: PyTree, is_leaf: Callable[[PyTree], bool] | None = None) -> b
     return tree_is_leaf(tree, is_leaf=is_leaf)
 
 
-def arg_tree_leaves(*args: PyTree, **kwargs: PyTree) -> list[Any]:
-    """The leaves of `args` then of the values of `kwargs`: `tree_leaves((args, kwargs))`."""
-    return tree_leaves([*args, *kwargs.values()])
-
-
 if _C is not None:
-    arg_tree_leaves = _C.arg_tree_leaves  # noqa: F811 - the engine's, same contract
+    arg_tree_leaves = _C.arg_tree_leaves
+else:
+
+    def arg_tree_leaves(*args: PyTree, **kwargs: PyTree) -> list[Any]:
+        """The leaves of `args` then of the values of `kwargs`: `tree_leaves((args, kwargs))`."""
+        return tree_leaves([*args, *kwargs.values()])
 
 
 _broadcast_to_and_flatten = _run_here(_reference._broadcast_to_and_flatten)

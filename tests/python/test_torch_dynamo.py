@@ -26,8 +26,9 @@ import textwrap
 
 import pytest
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 
+import torch
 import torch._dynamo
 import torch.utils._pytree as tp
 

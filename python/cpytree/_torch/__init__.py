@@ -228,6 +228,7 @@ def install(*, rebind_imports: bool = True) -> None:
                 if reason is not None:
                     skipped[qualified] = reason
                     continue
+                assert fast is not None and original is not None  # else _why_not() said why
                 hooks.substitute(fast, original)
                 patches.set(module, name, fast)
                 replacements[id(original)] = (original, fast)

@@ -180,13 +180,12 @@ class DynamoHooks:
         self._entries.append((table, key))
 
     def _apply_functions(self) -> None:
+        import torch.utils._pytree as tp
         from torch._dynamo import trace_rules
         from torch._dynamo.guards import GuardBuilder
         from torch._dynamo.source import GlobalSource
         from torch._dynamo.variables.builder import VariableBuilder
         from torch._dynamo.variables.functions import UserFunctionVariable
-
-        import torch.utils._pytree as tp
 
         from ._dynamo_pytree import FAST_FUNCTIONS, make_function_variable
 
@@ -212,7 +211,7 @@ class DynamoHooks:
         class SourcelessOriginal:
             """trace_rules entry: a sourceless C function becomes its original."""
 
-            def __new__(cls, value: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+            def __new__(cls, value: Any, **kwargs: Any) -> Any:
                 original = functions[id(value)][1]
                 return variable_class(original)(original, **kwargs)
 

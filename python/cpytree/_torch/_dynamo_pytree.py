@@ -57,11 +57,11 @@ def make_function_variable(tp: Any) -> type:
         UserDefinedObjectVariable,
         UserFunctionVariable,
         VariableTracker,
+        dicts as dict_variables,
     )
-    from torch._dynamo.variables import dicts as dict_variables
     from torch._dynamo.variables.base import ValueMutationNew
-    from torch._dynamo.variables.lazy import LazyVariableTracker
     from torch._dynamo.variables.functions import get_pytree_SUPPORTED_NODES_source
+    from torch._dynamo.variables.lazy import LazyVariableTracker
 
     leaf_spec = tp.treespec_leaf()
     # torch 2.14 has a tracker class of its own for OrderedDict; 2.13 one class
@@ -159,7 +159,9 @@ def make_function_variable(tp: Any) -> type:
         if spec.type is named:
             # Built as user code builds it (Dynamo traces namedtuple's __new__).
             return VariableTracker.build(tx, spec.context).call_function(tx, children, {})
-        items = {ConstantVariable.create(k): v for k, v in zip(spec.context, children)}
+        items = {
+            ConstantVariable.create(k): v for k, v in zip(spec.context, children, strict=True)
+        }
         return dict_variable(items, spec.type)
 
     def buildable(spec: Any) -> bool:
@@ -227,7 +229,8 @@ def make_function_variable(tp: Any) -> type:
                 result = unflatten(tx, args[0], self.spec_vt.value)
                 if result is not None:
                     return result
-            return UserDefinedObjectVariable.call_method(self.spec_vt, tx, "unflatten", args, kwargs)
+            spec_vt = self.spec_vt
+            return UserDefinedObjectVariable.call_method(spec_vt, tx, "unflatten", args, kwargs)
 
     class PytreeFunctionVariable(UserFunctionVariable):
         """torch's original function, answered directly when the tree allows it."""
@@ -239,7 +242,7 @@ def make_function_variable(tp: Any) -> type:
             return super().call_function(tx, args, kwargs)
 
         def _fast(self, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-            name = self.fn.__name__
+            name = getattr(self.fn, "__name__", "")
             if name == "tree_unflatten":
                 if len(args) != 2 or kwargs:
                     return None

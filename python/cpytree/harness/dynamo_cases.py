@@ -173,7 +173,7 @@ def _tree(container: str, n: int) -> Any:
 
 def _op(op: str) -> Callable[..., Any]:
     import torch
-    import torch.utils._pytree  # noqa: F401 - bound below through the torch module
+    import torch.utils._pytree  # bound below through the torch module
 
     def pt() -> Any:
         return torch.utils._pytree  # the attribute as it is now: install() may swap it
@@ -259,7 +259,10 @@ def _pytree_forward() -> tuple[Any, tuple[Any, ...]]:
 
     inputs = {
         "a": [torch.randn(2, 4) for _ in range(8)],
-        "b": {"c": (torch.randn(2, 4), torch.randn(2, 4)), "d": Point(torch.randn(2, 4), torch.randn(2, 4))},
+        "b": {
+            "c": (torch.randn(2, 4), torch.randn(2, 4)),
+            "d": Point(torch.randn(2, 4), torch.randn(2, 4)),
+        },
     }
     return PytreeForward(), (inputs,)
 
@@ -275,7 +278,7 @@ def _kv_cache() -> tuple[Any, tuple[Any, ...]]:
 
         def forward(self, x: Any, cache: tuple[tuple[Any, Any], ...]) -> Any:
             new_cache = []
-            for layer, (k, v) in zip(self.layers, cache):
+            for layer, (k, v) in zip(self.layers, cache, strict=True):
                 x = torch.tanh(layer(x))
                 new_cache.append((torch.cat([k, x], 0), torch.cat([v, x], 0)))
             return {"hidden": x, "cache": tuple(new_cache)}
