@@ -303,7 +303,7 @@ def test_runtime_and_dynamo_sections(tmp_path: Path) -> None:
         "torch_version": "2.13.0",
         "rows": [
             {"case": "vmap-dict", "what": "vmap", "torch_us": 120.0, "cpytree_us": 80.0,
-             "speedup": 1.5, "errors": []},
+             "speedup": 1.5, "torch_pytree_calls": 12.0, "errors": []},
             {"case": "checkpoint", "what": "ckpt", "torch_us": None, "cpytree_us": None,
              "speedup": None, "errors": ["torch: RuntimeError: boom"]},
         ],
@@ -311,7 +311,7 @@ def test_runtime_and_dynamo_sections(tmp_path: Path) -> None:
     text = runtime_bench.terminal(rt)
     assert "vmap-dict" in text and "1.50x" in text and "ERROR checkpoint torch: Runtime" in text
     md = runtime_bench.markdown(rt)
-    assert "| vmap-dict | 120.0 | 80.0 | 1.50x | vmap |" in md
+    assert "| vmap-dict | 120.0 | 80.0 | 1.50x | - | 12 | vmap |" in md
     counts = {"bytecodes": 3000, "guards": 100, "graphs": 1, "graph_breaks": 0}
     t_row = dict(counts, case="flatten_unflatten/dict/10", graph_digest="g", output_digest="o")
     c_row = dict(t_row, bytecodes=120, guards=40)
@@ -438,5 +438,6 @@ def test_runtime_quick(tmp_path: Path) -> None:
     for r in rows:
         assert r["errors"] == [], r["errors"]
         assert r["torch_us"] > 0 and r["cpytree_us"] > 0 and r["speedup"] > 0
+        assert r["torch_pytree_calls"] > 0  # each path calls pytree
         assert r["case"] in proc.stdout
     assert "## Runtime: eager torch paths that call pytree" in (out / "report.md").read_text()

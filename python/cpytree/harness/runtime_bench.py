@@ -15,9 +15,12 @@ compile involved):
 Every repetition is a fresh process per mode ("torch": as shipped;
 "cpytree": `cpytree.install()` before the case is built), the two modes
 alternating which goes first. A process times each case as the median of
-`rounds` samples of about `target` seconds; the study reports the median over
-processes and the speedup torch time / cpytree time (above 1: install() is
-faster). One intra-op thread, as in the compile study.
+`rounds` samples of about `target` seconds, in CPU time of the process (one
+intra-op thread, so CPU time is the call's own work, and it does not count
+the time other programs on a shared machine take the core away) and in wall
+time; the study reports the medians over processes and the speedup torch
+time / cpytree time (above 1: install() is faster), in CPU time and in wall
+time. It also counts the calls into pytree functions per call (profiled).
 
     study = run(reps=3)
     print(terminal(study))
@@ -112,19 +115,34 @@ def _build(name: str) -> Callable[[], Any]:
     raise KeyError(f"unknown runtime case {name!r}; known: {', '.join(CASES)}")
 
 
-def _per_call(fn: Callable[[], Any], rounds: int, target: float) -> float:
-    """Median seconds per call over `rounds` samples of about `target` seconds."""
+def _per_call(fn: Callable[[], Any], rounds: int, target: float) -> tuple[float, float]:
+    """Median (CPU, wall) seconds per call over `rounds` samples of about `target` seconds."""
     fn()
     t0 = time.perf_counter()
     fn()
     n = max(1, int(target / max(time.perf_counter() - t0, 1e-7)))
-    samples = []
+    cpu, wall = [], []
     for _ in range(rounds):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         for _ in range(n):
             fn()
-        samples.append((time.perf_counter() - t0) / n)
-    return statistics.median(samples)
+        cpu.append((time.process_time() - c0) / n)
+        wall.append((time.perf_counter() - t0) / n)
+    return statistics.median(cpu), statistics.median(wall)
+
+
+def _pytree_calls(fn: Callable[[], Any], n: int = 20) -> float:
+    """Calls into pytree functions per call (profiled, after the timing)."""
+    import cProfile
+
+    from .compile_child import _pytree_profile
+
+    prof = cProfile.Profile(builtins=True)
+    prof.enable()
+    for _ in range(n):
+        fn()
+    prof.disable()
+    return float(_pytree_profile(prof)["pytree_calls"]) / n
 
 
 def child(config: dict[str, Any]) -> dict[str, Any]:
@@ -138,14 +156,17 @@ def child(config: dict[str, Any]) -> dict[str, Any]:
         cpytree.install()
     result: dict[str, Any] = {"mode": config["mode"], "torch_version": torch.__version__}
     times: dict[str, float] = {}
+    walls: dict[str, float] = {}
+    calls: dict[str, float] = {}
     errors: dict[str, str] = {}
     for name in config["cases"]:
         try:
             fn = _build(name)
-            times[name] = _per_call(fn, config["rounds"], config["target"])
+            times[name], walls[name] = _per_call(fn, config["rounds"], config["target"])
+            calls[name] = _pytree_calls(fn)
         except Exception as exc:  # noqa: BLE001 - reported per case
             errors[name] = f"{type(exc).__name__}: {exc}"[:300]
-    result.update(seconds=times, errors=errors)
+    result.update(seconds=times, wall_seconds=walls, pytree_calls=calls, errors=errors)
     return result
 
 
@@ -196,8 +217,18 @@ def run(
             vals = [r["seconds"][name] for r in runs[mode] if name in r["seconds"]]
             row[f"{mode}_us"] = statistics.median(vals) * 1e6 if vals else None
             row[f"{mode}_samples_us"] = [v * 1e6 for v in vals]
+            walls = [
+                r["wall_seconds"][name] for r in runs[mode] if name in r.get("wall_seconds", {})
+            ]
+            row[f"{mode}_wall_us"] = statistics.median(walls) * 1e6 if walls else None
+            counts = [
+                r["pytree_calls"][name] for r in runs[mode] if name in r.get("pytree_calls", {})
+            ]
+            row[f"{mode}_pytree_calls"] = counts[0] if counts else None
         t, c = row["torch_us"], row["cpytree_us"]
         row["speedup"] = t / c if t and c else None
+        t, c = row["torch_wall_us"], row["cpytree_wall_us"]
+        row["wall_speedup"] = t / c if t and c else None
         row["errors"] = sorted(
             {f"{r['mode']}: {e}" for r in runs["torch"] + runs["cpytree"]
              for k, e in r["errors"].items() if k in (name, "*")}
@@ -215,14 +246,17 @@ def run(
 
 
 def _table(study: dict[str, Any]) -> list[list[str]]:
-    out = [["case", "torch us", "cpytree us", "speedup"]]
+    out = [["case", "torch us", "cpytree us", "speedup", "wall speedup", "pytree calls/call"]]
     for r in study["rows"]:
+        n = r.get("torch_pytree_calls")
         out.append(
             [
                 r["case"],
                 "-" if r["torch_us"] is None else f"{r['torch_us']:.1f}",
                 "-" if r["cpytree_us"] is None else f"{r['cpytree_us']:.1f}",
                 "-" if r["speedup"] is None else f"{r['speedup']:.2f}x",
+                "-" if r.get("wall_speedup") is None else f"{r['wall_speedup']:.2f}x",
+                "-" if n is None else f"{n:g}",
             ]
         )
     return out
@@ -230,10 +264,11 @@ def _table(study: dict[str, Any]) -> list[list[str]]:
 
 def _intro(study: dict[str, Any]) -> str:
     return (
-        f"Eager torch paths that call pytree, per call, median over {study['reps']} fresh "
-        "process(es) per mode (modes alternating), each the median of "
+        f"Eager torch paths that call pytree: CPU us per call (one thread), median over "
+        f"{study['reps']} fresh process(es) per mode (modes alternating), each the median of "
         f"{study['rounds']} samples of ~{study['target_ms']:g} ms; speedup = torch time / "
-        "time with cpytree.install()"
+        "time with cpytree.install(), in CPU time and in wall time; pytree calls/call: calls "
+        "into pytree functions per call without install() (profiled)"
     )
 
 
