@@ -1,6 +1,6 @@
 """`cpytree-harness` / `python -m cpytree.harness`: what pytree work costs.
 
-Three modes, each printing tables and writing a report directory (`--out`,
+Five modes, each printing tables and writing a report directory (`--out`,
 default `harness-report/`: report.md, results.json, PNG plots):
 
 * default: every op on every embedded workload for every installed backend,
@@ -16,7 +16,8 @@ default `harness-report/`: report.md, results.json, PNG plots):
 * `--compile --model module:callable`: the same for the user's model or
   function (the callable returns it and its example inputs): compile time,
   Dynamo's bytecodes and guards, graph breaks, outputs, the compiled call's
-  time and the pytree time of the compile by calling torch subsystem;
+  time and the pytree time of the compile by calling torch subsystem (no
+  zoo, suite or runtime section);
 * `--runtime`: eager torch paths that call pytree (export's module, vmap,
   grad, checkpoint), per call, with and without install() (`runtime_bench`).
 
@@ -138,6 +139,10 @@ def _list(backends: list[backends_mod.Backend]) -> str:
 
     out.append("--compile models:")
     out += [f"  {name:<12} {what}" for name, what in MODELS.items()]
+    from .runtime_bench import CASES
+
+    out.append("--runtime cases:")
+    out += [f"  {name:<14} {what}" for name, what in CASES.items()]
     return "\n".join(out)
 
 
@@ -258,6 +263,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = _meta(args, argv, time.time())
     if args.model and not args.compile:
         print("cpytree-harness: --model goes with --compile", file=sys.stderr)
+        return 2
+    if args.model and ":" not in args.model:
+        print(
+            f"cpytree-harness: --model wants module:callable, got {args.model!r}", file=sys.stderr
+        )
         return 2
     if args.compile or args.runtime:
         return _run_compile(args, meta, t0)
