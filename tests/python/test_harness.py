@@ -329,6 +329,10 @@ def test_runtime_and_dynamo_sections(tmp_path: Path) -> None:
     assert "## Dynamo suite" in report and "## Runtime: eager torch paths" in report
     doc = json.loads((out / "results.json").read_text())
     assert doc["dynamo"]["rows"][0]["bytecode_ratio"] == pytest.approx(0.04)
+    from cpytree.harness import plots
+
+    if plots.available():
+        assert plots.runtime_plot(rt, tmp_path) == ["runtime.png"]
     assert doc["runtime"]["rows"][0]["speedup"] == 1.5
 
 

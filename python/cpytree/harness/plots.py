@@ -9,7 +9,9 @@
   spent inside pytree functions;
 * `pytree-subsystems.png`: that pytree time split by the torch subsystem
   that called it (Dynamo, AOTAutograd, FakeTensor/proxy, export, inductor,
-  other), stacked, torch and install() side by side per model.
+  other), stacked, torch and install() side by side per model;
+* `runtime.png`: CPU time per call of the eager paths of `--runtime`, with
+  and without install().
 
 `available()` says whether matplotlib imports; every function returns the
 file names it wrote.
@@ -32,6 +34,7 @@ __all__ = [
     "available",
     "compile_plot",
     "op_plots",
+    "runtime_plot",
     "scaling_plot",
     "subsystem_plot",
     "why_missing",
@@ -60,9 +63,9 @@ def why_missing() -> str:
     return _WHY
 
 
-def _save(fig: Any, out: Path, name: str, bottom: float = 0.12) -> str:
+def _save(fig: Any, out: Path, name: str, bottom: float = 0.12, left: float = 0.07) -> str:
     # Fixed margins: tight_layout costs a third of the drawing time.
-    fig.subplots_adjust(left=0.07, right=0.98, top=0.92, bottom=bottom, wspace=0.25)
+    fig.subplots_adjust(left=left, right=0.98, top=0.92, bottom=bottom, wspace=0.25)
     fig.savefig(out / name, dpi=100)
     _PLT.close(fig)
     return name
@@ -198,4 +201,21 @@ def subsystem_plot(study: dict[str, Any], out: Path) -> list[str]:
     ax.set_ylabel("ms inside pytree functions (profiled compile)")
     ax.set_title("pytree time during the compile by calling subsystem", fontsize=10)
     ax.legend(fontsize=7)
-    return [_save(fig, out, "pytree-subsystems.png", bottom=0.15)]
+    return [_save(fig, out, "pytree-subsystems.png", bottom=0.15, left=0.1)]
+
+
+def runtime_plot(study: dict[str, Any], out: Path) -> list[str]:
+    """Grouped bars: CPU us per call of each runtime case, torch vs install()."""
+    rows = [r for r in study.get("rows", []) if r.get("torch_us") and r.get("cpytree_us")]
+    if not rows:
+        return []
+    fig, ax = _PLT.subplots(figsize=(8, 4.5))
+    series: dict[str, list[float | None]] = {
+        "torch": [r["torch_us"] for r in rows],
+        "cpytree.install()": [r["cpytree_us"] for r in rows],
+    }
+    _grouped(ax, [f"{r['case']} ({r['speedup']:.2f}x)" for r in rows], series)
+    ax.set_ylabel("CPU us per call (median)")
+    ax.set_title("Eager torch paths that call pytree", fontsize=10)
+    ax.legend(fontsize=8)
+    return [_save(fig, out, "runtime.png", bottom=0.25, left=0.1)]

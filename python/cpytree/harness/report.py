@@ -146,6 +146,8 @@ def write_report(
         if compile_study is not None:
             pngs += plots.compile_plot(compile_study, out)
             pngs += plots.subsystem_plot(compile_study, out)
+        if runtime is not None:
+            pngs += plots.runtime_plot(runtime, out)
     elif make_plots:
         notice = (
             f"plots skipped: matplotlib is not installed ({plots.why_missing()}); "
@@ -199,9 +201,12 @@ def write_report(
             md += ["![compile](compile.png)", ""]
         if "pytree-subsystems.png" in pngs:
             md += ["![pytree time by subsystem](pytree-subsystems.png)", ""]
-    for section in (dynamo_markdown, runtime_markdown):
-        if section:
-            md += [section, ""]
+    if dynamo_markdown:
+        md += [dynamo_markdown, ""]
+    if runtime_markdown:
+        md += [runtime_markdown, ""]
+        if "runtime.png" in pngs:
+            md += ["![runtime](runtime.png)", ""]
     md += ["## Plots", ""]
     if pngs:
         md += [f"- [{p}]({p})" for p in pngs]
