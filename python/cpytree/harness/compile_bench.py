@@ -26,18 +26,14 @@ Usage:
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
 import statistics
-import subprocess
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from .child import ChildFailed, child_env, spawn
 from .progress import ProgressBar
 
-__all__ = ["MODELS", "MODES", "Unavailable", "check_available", "child_env", "run"]
+__all__ = ["MODELS", "MODES", "Unavailable", "check_available", "run"]
 
 # Model name -> what it is (zoo.py builds them; this table needs no torch).
 MODELS = {
@@ -65,35 +61,12 @@ def check_available() -> None:
         raise Unavailable("this cpytree has no install() (torch integration)")
 
 
-def child_env() -> dict[str, str]:
-    """The environment of a measuring child: one thread, this cpytree importable."""
-    pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
-    path = os.environ.get("PYTHONPATH", "")
-    return dict(
-        os.environ,
-        OMP_NUM_THREADS="1",
-        TORCHINDUCTOR_COMPILE_THREADS="1",
-        CPYTREE_INSTALL="0",
-        PYTHONHASHSEED="0",
-        PYTHONPATH=pkg_parent + (os.pathsep + path if path else ""),
-    )
-
-
 def _child(config: dict[str, Any]) -> dict[str, Any]:
-    from .compile_child import MARKER
-
-    cmd = [sys.executable, "-m", "cpytree.harness.compile_child", json.dumps(config)]
     try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, env=child_env(), timeout=_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return dict(config, error=f"timed out after {_TIMEOUT_S} s")
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(MARKER):
-            return dict(json.loads(line[len(MARKER) :]), warmup=config.get("warmup", False))
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-    return dict(config, error=f"exit {proc.returncode}: " + " | ".join(tail)[-400:])
+        result = spawn("cpytree.harness.compile_child", config, _TIMEOUT_S)
+    except ChildFailed as exc:
+        return dict(config, error=str(exc))
+    return dict(result, warmup=config.get("warmup", False))
 
 
 def _plan(

@@ -35,14 +35,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
 import statistics
-import sys
 import time
 from typing import Any
 
-MARKER = "RESULT "
+from .child import serve
 
 _PYTREE_FILES = (
     os.path.join("torch", "utils", "_pytree.py"),
@@ -418,11 +416,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    result = run(json.loads(args[0]))
-    sys.stdout.write("\n" + MARKER + json.dumps(result) + "\n")
-    sys.stdout.flush()
-    return 0
+    return serve(run, argv)
 
 
 if __name__ == "__main__":

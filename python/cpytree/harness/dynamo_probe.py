@@ -23,14 +23,13 @@ as shipped. The last line of stdout is `RESULT <json>`.
 from __future__ import annotations
 
 import hashlib
-import json
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-MARKER = "RESULT "
+from .child import serve
 
 
 @contextmanager
@@ -183,11 +182,7 @@ def _user_model(factory: Callable[[], Any]) -> tuple[Callable[..., Any], tuple[A
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    result = run(json.loads(args[0]))
-    sys.stdout.write("\n" + MARKER + json.dumps(result) + "\n")
-    sys.stdout.flush()
-    return 0
+    return serve(run, argv)
 
 
 if __name__ == "__main__":

@@ -13,14 +13,13 @@ deterministic), wall times are medians over all.
 
 from __future__ import annotations
 
-import json
 import statistics
-import subprocess
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .compile_bench import MODES, Unavailable, check_available, child_env
+from .child import spawn
+from .compile_bench import MODES, Unavailable, check_available
 
 __all__ = ["markdown", "run", "terminal"]
 
@@ -29,22 +28,8 @@ _COUNTS = ("bytecodes", "guards", "graphs", "graph_breaks")
 
 
 def _child(mode: str, names: Sequence[str]) -> dict[str, Any]:
-    from .dynamo_probe import MARKER
-
-    config = json.dumps({"mode": mode, "cases": list(names)})
-    cmd = [sys.executable, "-m", "cpytree.harness.dynamo_probe", config]
-    try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, env=child_env(), timeout=_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise RuntimeError(f"dynamo_probe ({mode}) timed out after {_TIMEOUT_S} s") from exc
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(MARKER):
-            result: dict[str, Any] = json.loads(line[len(MARKER) :])
-            return result
-    tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
-    raise RuntimeError(f"dynamo_probe ({mode}) exit {proc.returncode}: {tail[-800:]}")
+    config = {"mode": mode, "cases": list(names)}
+    return spawn("cpytree.harness.dynamo_probe", config, _TIMEOUT_S)  # ChildFailed: no result
 
 
 def compare(torch_row: dict[str, Any], cpytree_row: dict[str, Any]) -> dict[str, Any]:

@@ -31,19 +31,16 @@ the last line of its stdout is `RESULT <json>`.
 
 from __future__ import annotations
 
-import json
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from .compile_bench import MODES, check_available, child_env
+from .child import ChildFailed, serve, spawn
+from .compile_bench import MODES, check_available
 
 __all__ = ["CASES", "markdown", "run", "terminal"]
 
-MARKER = "RESULT "
 _TIMEOUT_S = 900
 
 CASES = {
@@ -171,23 +168,10 @@ def child(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _spawn(config: dict[str, Any]) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "cpytree.harness.runtime_bench", json.dumps(config)]
     try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, env=child_env(), timeout=_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return {"mode": config["mode"], "seconds": {}, "errors": {"*": "timed out"}}
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(MARKER):
-            out: dict[str, Any] = json.loads(line[len(MARKER) :])
-            return out
-    tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])[-400:]
-    return {
-        "mode": config["mode"],
-        "seconds": {},
-        "errors": {"*": f"exit {proc.returncode}: {tail}"},
-    }
+        return spawn("cpytree.harness.runtime_bench", config, _TIMEOUT_S)
+    except ChildFailed as exc:
+        return {"mode": config["mode"], "seconds": {}, "errors": {"*": str(exc)}}
 
 
 def run(
@@ -301,11 +285,7 @@ def markdown(study: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    result = child(json.loads(args[0]))
-    sys.stdout.write("\n" + MARKER + json.dumps(result) + "\n")
-    sys.stdout.flush()
-    return 0
+    return serve(child, argv)
 
 
 if __name__ == "__main__":
