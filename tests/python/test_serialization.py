@@ -470,7 +470,16 @@ def _loads_guarded(impl: Any, text: Any) -> Any:
     def no_import(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError(f"treespec_loads imported {args[0]!r}")
 
-    builtins.__import__ = no_import  # type: ignore[assignment]
+    def import_hook(name: str, *args: Any, **kwargs: Any) -> Any:
+        # CPython 3.12+'s C JSON scanner fetches JSONDecodeError on every
+        # decode error with PyImport_ImportModule("json.decoder")
+        # (Modules/_json.c, raise_errmsg), which calls builtins.__import__: a
+        # lookup of a module already loaded, not an import. Only that passes.
+        if name == "json.decoder" and name in sys.modules:
+            return real_import(name, *args, **kwargs)
+        return no_import(name, *args, **kwargs)
+
+    builtins.__import__ = import_hook  # type: ignore[assignment]
     importlib.import_module = no_import  # type: ignore[assignment]
     try:
         return impl.treespec_loads(text)
