@@ -73,11 +73,20 @@ def _torch_state():
     )
 
 
+_STATE_NAMES = ("vars(torch.utils._pytree)", "vars(torch.fx._pytree)", "tp.SUPPORTED_NODES",
+                "tp.SERIALIZED_TYPE_TO_PYTHON_TYPE", "fx SUPPORTED_NODES", "cpytree.SUPPORTED_NODES")
+
+
 def _same(before, after):
-    for b, a in zip(before, after):
-        assert b.keys() == a.keys(), set(b.keys()) ^ set(a.keys())
-        changed = [k for k in b if a[k] is not b[k]]
-        assert not changed, f"left changed: {changed}"
+    for name, b, a in zip(_STATE_NAMES, before, after):
+        assert b.keys() == a.keys(), (name, set(b.keys()) ^ set(a.keys()))
+        # torch's objects must be the very same; cpytree's own registry may
+        # hold equal NodeDefs re-made by the registry mirror's stop().
+        if name.startswith("cpytree"):
+            changed = {k: (b[k], a[k]) for k in b if a[k] != b[k]}
+        else:
+            changed = {k: (b[k], a[k]) for k in b if a[k] is not b[k]}
+        assert not changed, f"{name} left changed: {changed}"
 
 
 class Injected(Exception):
