@@ -14,8 +14,11 @@ setup:
 	@bash scripts/setup.sh
 
 # flock: several shells (or agents) may build in one checkout; one at a time.
+# The development build keeps its debug information (install.strip=false) for
+# profiling; wheels are stripped (see `make wheel`).
 build: setup
-	@flock build.lock env CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip install -q --no-build-isolation -e .
+	@flock build.lock env CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip install -q --no-build-isolation \
+	  -C install.strip=false -e .
 
 # The floor instrument (a measuring tool kept outside the product) when present.
 FLOOR_SRC ?= /work/shared/tools/floor
@@ -173,3 +176,40 @@ stress: build
 
 clean:
 	rm -rf build harness-report
+
+# ---------------------------------------------------------------- packaging
+# Wheels, the sdist, and the suites against them on every CPython and torch
+# version on the machine (README: "Wheels and supported versions").
+#   make wheel                 manylinux wheels for every CPython >= 3.10 found, in dist/
+#   make wheel WHEEL_SYMBOLS=1 the same with debug information kept (profiling)
+#   make sdist                 dist/cpytree-<v>.tar.gz, checked to build, and to fail
+#                              clearly where abseil is missing
+#   make test-pythons          per CPython: its wheel in a fresh venv, tests/packaging
+#                              (ldd, auditwheel show) and the whole tests/python
+#   make test-torch-versions   the torch-facing tests on torch 2.13.0 and 2.14.1
+# PYTHONS overrides the interpreters (default: scripts/find_pythons.sh).
+PYTHONS        ?= $(shell scripts/find_pythons.sh)
+WHEEL_SYMBOLS  ?= 0
+TORCH_VERSIONS ?= 2.13.0 2.14.1
+
+.PHONY: setup-system wheel sdist test-pythons test-torch-versions
+
+setup-system:
+	@SETUP_VENV=0 bash scripts/setup.sh
+
+wheel: setup-system
+	@for py in $(PYTHONS); do \
+	  JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) scripts/wheel.sh $$py >/dev/null || exit 1; \
+	done; ls -l dist/*.whl
+
+sdist: setup-system
+	@JOBS=$(JOBS) scripts/sdist.sh
+
+test-pythons: setup-system
+	@status=0; summary=""; for py in $(PYTHONS); do \
+	  if JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) scripts/test_python.sh $$py; then r=ok; else r=FAILED; status=1; fi; \
+	  summary="$$summary $$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])'):$$r"; \
+	done; echo "test-pythons:$$summary"; exit $$status
+
+test-torch-versions: setup-system
+	@JOBS=$(JOBS) scripts/test_torch_versions.sh $(TORCH_VERSIONS)

@@ -18,6 +18,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# SETUP_VENV=0: the Debian packages only (`make wheel`/`sdist` build in venvs of their own).
+[ "${SETUP_VENV:-1}" = 1 ] || exit 0
+
 if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating virtualenv $VENV"
   python3 -m venv "$VENV"

@@ -20,6 +20,7 @@
 //   traits.h   NodeTraits / LeafTraits / KeyTraits for C++ types
 //   flatten.h  Flatten / Unflatten / UnflattenAs / Map
 //   errors.h   Error, ParseError, StructureError
+//   version.h  CPYTREE_VERSION_MAJOR / _MINOR / _PATCH
 #ifndef CPYTREE_CPYTREE_H_
 #define CPYTREE_CPYTREE_H_
 
@@ -31,10 +32,6 @@
 #include "cpytree/traits.h"   // IWYU pragma: export
 #include "cpytree/tree.h"     // IWYU pragma: export
 #include "cpytree/value.h"    // IWYU pragma: export
-
-// Version of the header library (matches the project version).
-#define CPYTREE_VERSION_MAJOR 0
-#define CPYTREE_VERSION_MINOR 1
-#define CPYTREE_VERSION_PATCH 0
+#include "cpytree/version.h"  // IWYU pragma: export
 
 #endif  // CPYTREE_CPYTREE_H_

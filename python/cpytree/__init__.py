@@ -24,7 +24,7 @@ from __future__ import annotations
 import types
 import warnings
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from . import _reference, _serialization
 
@@ -124,7 +124,36 @@ from ._reference import (
 # plus the key entry classes.
 __all__ = list(_reference.__all__)
 
-__version__ = "0.1.0"
+# The version is written once, in include/cpytree/version.h; the package's
+# metadata carries it (pyproject.toml reads the header) and `__version__` is
+# looked up there on first use, so `import cpytree` does not pay for it.
+__version__: str
+if not TYPE_CHECKING:  # a module __getattr__ would make every name valid to mypy
+
+    def __getattr__(name: str) -> Any:
+        if name == "__version__":
+            global __version__
+            __version__ = _version()
+            return __version__
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _version() -> str:
+    """The installed distribution's version, else the one in the shipped header."""
+    import importlib.metadata
+    import os
+    import re
+
+    try:
+        return importlib.metadata.version("cpytree")
+    except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path
+        header = os.path.join(os.path.dirname(__file__), "include", "cpytree", "version.h")
+        try:
+            with open(header) as f:
+                parts = re.findall(r"^#define CPYTREE_VERSION_\w+ (\d+)$", f.read(), re.M)
+        except OSError:
+            parts = []
+        return ".".join(parts) if len(parts) == 3 else "0+unknown"
 
 try:
     from . import _C

@@ -332,7 +332,10 @@ def test_dumps_refuses_what_torch_refuses(impl: Any, case: str) -> None:
     if torch_pytree is not None:
         with pytest.raises(error) as theirs:
             _torch_dumps(tree)
-        assert str(ours.value) == str(theirs.value)
+        # cpytree keeps torch 2.13's text, typo included ("serializated_type_name");
+        # torch 2.14 fixed the typo, its only change to these messages.
+        fixed = str(ours.value).replace("serializated_type_name", "serialized_type_name")
+        assert str(theirs.value) in (str(ours.value), fixed)
 
 
 def test_hooks_are_called_in_both_directions() -> None:
@@ -470,7 +473,16 @@ def _loads_guarded(impl: Any, text: Any) -> Any:
     def no_import(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError(f"treespec_loads imported {args[0]!r}")
 
-    builtins.__import__ = no_import  # type: ignore[assignment]
+    def import_hook(name: str, *args: Any, **kwargs: Any) -> Any:
+        # CPython 3.12+'s C JSON scanner fetches JSONDecodeError on every
+        # decode error with PyImport_ImportModule("json.decoder")
+        # (Modules/_json.c, raise_errmsg), which calls builtins.__import__: a
+        # lookup of a module already loaded, not an import. Only that passes.
+        if name == "json.decoder" and name in sys.modules:
+            return real_import(name, *args, **kwargs)
+        return no_import(name, *args, **kwargs)
+
+    builtins.__import__ = import_hook  # type: ignore[assignment]
     importlib.import_module = no_import  # type: ignore[assignment]
     try:
         return impl.treespec_loads(text)

@@ -42,7 +42,7 @@ import warnings
 from types import ModuleType
 from typing import Any
 
-from . import _dynamo, _spec_interop
+from . import _dynamo, _spec_interop, _versions
 from ._patch import Patches, find_bindings, rebind_imports as _rebind_imports
 from ._registry import RegistryMirror
 
@@ -197,6 +197,7 @@ def install(*, rebind_imports: bool = True) -> None:
         import torch.fx._pytree
         import torch.utils._pytree as tp
 
+        _versions.check_torch_version(torch.__version__)
         patches, hooks = Patches(), _dynamo.DynamoHooks()
         mirror = RegistryMirror(tp, cpytree._reference)
         spec_ready = False

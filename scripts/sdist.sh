@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds the source distribution into dist/ and checks it both ways:
+#
+#   scripts/sdist.sh [PYTHON]          # default: python3
+#
+# 1. `python -m build --sdist` (in the build venv of scripts/wheel.sh).
+# 2. A wheel builds from the unpacked sdist alone (nothing missing from it).
+# 3. Where CMake cannot find abseil (simulated with
+#    CMAKE_DISABLE_FIND_PACKAGE_absl), installing the sdist fails with the one
+#    message CMakeLists.txt writes, naming the package to install.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${1:-python3}
+DIST=${DIST:-dist}
+ver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+venv=build/wheel/$ver/venv
+[ -x "$venv/bin/python" ] || scripts/wheel.sh "$PYTHON" >/dev/null  # creates the build venv
+mkdir -p "$DIST"
+"$venv/bin/python" -m build --sdist --no-isolation --outdir "$DIST" . >/dev/null
+sdist=$(ls -t "$DIST"/cpytree-*.tar.gz | head -1)
+echo "sdist: $sdist ($(du -k "$sdist" | cut -f1) KB)"
+
+check=build/sdist-check
+rm -rf "$check" && mkdir -p "$check"
+echo "sdist: building a wheel from it"
+flock build.lock env CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" \
+  "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$check/wheel" \
+  -C build-dir="$check/cmake" "$sdist" 2>&1 | { grep -v "is ignored: it is neither" || true; }
+ls "$check"/wheel/cpytree-*.whl >/dev/null
+
+echo "sdist: installing it where abseil cannot be found must fail clearly"
+if "$venv/bin/python" -m pip wheel --no-deps --no-build-isolation -w "$check/none" \
+     -C build-dir="$check/cmake-noabsl" -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_absl=ON \
+     "$sdist" >"$check/noabsl.log" 2>&1; then
+  echo "sdist: the build without abseil succeeded?" >&2; exit 1
+fi
+if ! grep -q "cpytree: abseil (C++) not found" "$check/noabsl.log" \
+   || ! grep -q "apt-get install libabsl-dev" "$check/noabsl.log"; then
+  echo "sdist: no clear message without abseil; the log:" >&2
+  cat "$check/noabsl.log" >&2; exit 1
+fi
+grep -A8 "CMake Error" "$check/noabsl.log" | head -12
+echo "sdist: ok"
