@@ -34,14 +34,14 @@ bool AppendTypeName(std::string* out, SpecView v, std::int64_t i) {
 }
 
 // torch: TreeSpec(<type.__name__>, <context>, [<child>,\n<indent><child>...])
-bool ReprNode(std::string* out, SpecView v, std::int64_t i, int indent, int depth) {
+bool ReprNode(std::string* out, SpecView v, std::int64_t i, int indent, int depth, int limit) {
   const Node& n = v.nodes[i];
   if (n.kind == NodeKind::kLeaf) {
     out->push_back('*');
     return true;
   }
-  if (depth > kMaxDepth) {
-    RaiseDepthError("TreeSpec repr", kMaxDepth);
+  if (depth > limit) {
+    RaiseDepthError("TreeSpec repr", limit);
     return false;
   }
   out->append("TreeSpec(");
@@ -58,7 +58,7 @@ bool ReprNode(std::string* out, SpecView v, std::int64_t i, int indent, int dept
       out->append(",\n");
       if (indent > 0) out->append(static_cast<std::size_t>(indent), ' ');
     }
-    if (!ReprNode(out, v, children[k], indent, depth + 1)) return false;
+    if (!ReprNode(out, v, children[k], indent, depth + 1, limit)) return false;
   }
   out->append("])");
   return true;
@@ -181,7 +181,9 @@ PyObject* PySetConstantTypes(PyObject*, PyObject* types) {
 
 PyObject* SpecRepr(SpecView v, int indent) {
   std::string out;
-  if (!ReprNode(&out, v, v.root_index(), indent, 0)) return nullptr;
+  // Specs built with the constructor may be nested without bound: the limit
+  // follows the C stack left, as the traversals' does.
+  if (!ReprNode(&out, v, v.root_index(), indent, 0, DepthLimit())) return nullptr;
   return PyUnicode_FromStringAndSize(out.data(), static_cast<Py_ssize_t>(out.size()));
 }
 
