@@ -6,7 +6,9 @@
 namespace cpytree {
 
 bool CallCustomFlatten(const Registration* reg, PyObject* obj, Ref* children, Ref* context) {
-  Ref res(PyObject_CallOneArg(reg->flatten_fn, obj));
+  // Held for the call: it may deregister its own type (registry.h).
+  Ref fn = Ref::Borrow(reg->flatten_fn);
+  Ref res(PyObject_CallOneArg(fn.get(), obj));
   if (!res) return false;
   Ref pair;
   if (PyTuple_CheckExact(res.get()) || PyList_CheckExact(res.get())) {
