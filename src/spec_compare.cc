@@ -135,8 +135,13 @@ Py_hash_t ContextHash(SpecView v, std::int64_t i) {
       return PyObject_Hash(items[0]);  // the raw context: the class / maxlen
     case NodeKind::kCustom: {
       // A constant's context hashes by its value; other custom contexts may
-      // be unhashable, so torch leaves them out (hashes None).
-      for (PyObject* types : {g_constant_types, g_torch.constant_node}) {
+      // be unhashable, so torch leaves them out (hashes None). While specs
+      // pose as torch's, only torch's ConstantNode counts, as in torch's
+      // __hash__: an engine spec must hash like the torch spec it equals
+      // (the fuzzer's torch mode found cpytree's ConstantNode hashed by value
+      // here and None by torch).
+      PyObject* own = g_torch.tree_spec != nullptr ? nullptr : g_constant_types;
+      for (PyObject* types : {own, g_torch.constant_node}) {
         if (types == nullptr) continue;
         int is_constant = PyObject_IsInstance(items[1], types);
         if (is_constant < 0) return -1;
