@@ -26,12 +26,14 @@ leak, a Python exception or a result".
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import sys
 from collections import deque
 
-import cpytree
 from fuzz_trees import DC, LEAVES, Bag, Builder, Const, HKey, Pair, Stream
+
+import cpytree
 
 E = cpytree
 T: dict = {}  # torch's Python originals, saved before install()
@@ -250,10 +252,8 @@ def make_input(s: Stream):
         tree = (tree,) * width
         inp.extreme = width >= 1000
     elif shape == 4:
-        try:
+        with contextlib.suppress(Exception):  # torch's constructor may refuse it
             spec = hostile_edit(s, spec, b)
-        except Exception:  # noqa: BLE001 - torch's constructor refused it
-            pass
         inp.hostile = True
     if inp.hostile and s.chance(2):
         HOSTILE_KEYS[0] = True
