@@ -128,9 +128,9 @@ sanitize: sanitize-build
 	@$(SAN_ENV) HYPOTHESIS_PROFILE=dev $(PY) -m pytest $(SAN_PYTEST_ARGS) || { $(SAN_CHECK_LOGS); exit 1; }
 	@echo "sanitize: differential fuzzer, random inputs"
 	@$(SAN_ENV) $(PY) tests/fuzz/pytree_fuzz.py --random 20000 --seed 7 --seconds 120 || { $(SAN_CHECK_LOGS); exit 1; }
-	@$(FUZZ_TORCH_IF) echo "sanitize: differential fuzzer, torch mode" && \
+	@if $(PY) -c "import torch" >/dev/null 2>&1; then echo "sanitize: differential fuzzer, torch mode"; \
 	  $(SAN_ENV) $(PY) tests/fuzz/pytree_fuzz.py --torch --random 20000 --seed 7 --seconds 120 \
-	  || { $(SAN_CHECK_LOGS); exit 1; }
+	  || { $(SAN_CHECK_LOGS); exit 1; }; else echo "sanitize: torch not installed, torch mode skipped"; fi
 	@$(SAN_CHECK_LOGS)
 	@echo "sanitize: no reports"
 
@@ -156,7 +156,6 @@ fuzz: build fuzz-setup sanitize-build
 # torch's results; tests/fuzz/torch_mode.py): an atheris campaign growing
 # $(FUZZ_DIR)/corpus-torch, then that corpus and random inputs under
 # ASan+UBSan. Skipped where torch is not installed.
-FUZZ_TORCH_IF = $(PY) -c "import torch" >/dev/null 2>&1 &&
 fuzz-torch: build fuzz-setup sanitize-build
 	@if ! $(PY) -c "import torch" >/dev/null 2>&1; then echo "fuzz-torch: torch not installed, skipped"; exit 0; fi; \
 	mkdir -p $(FUZZ_DIR)/corpus-torch $(FUZZ_DIR)/artifacts-torch && \
