@@ -6,7 +6,7 @@ JOBS   ?= 2
 CPPBUILD := build/cpp
 
 .PHONY: all setup build floor test test-cpp test-python lint harness bench bench-cpp clean \
-        fuzz-setup fuzz fuzz-cxx sanitize-build sanitize stress
+        fuzz-setup fuzz fuzz-cxx sanitize-build sanitize stress fuzz-torch sanitize-pythons
 
 all: build
 
@@ -136,6 +136,9 @@ sanitize: sanitize-build
 	@$(SAN_ENV) HYPOTHESIS_PROFILE=dev $(PY) -m pytest $(SAN_PYTEST_ARGS) || { $(SAN_CHECK_LOGS); exit 1; }
 	@echo "sanitize: differential fuzzer, random inputs"
 	@$(SAN_ENV) $(PY) tests/fuzz/pytree_fuzz.py --random 20000 --seed 7 --seconds 120 || { $(SAN_CHECK_LOGS); exit 1; }
+	@if $(PY) -c "import torch" >/dev/null 2>&1; then echo "sanitize: differential fuzzer, torch mode"; \
+	  $(SAN_ENV) $(PY) tests/fuzz/pytree_fuzz.py --torch --random 20000 --seed 7 --seconds 120 \
+	  || { $(SAN_CHECK_LOGS); exit 1; }; else echo "sanitize: torch not installed, torch mode skipped"; fi
 	@$(SAN_CHECK_LOGS)
 	@echo "sanitize: no reports"
 
@@ -154,7 +157,39 @@ fuzz: build fuzz-setup sanitize-build
 	@$(SAN_ENV) $(PY) tests/fuzz/pytree_fuzz.py --random $(FUZZ_RANDOM) --seed $$(date +%s) \
 	  --seconds $(FUZZ_SECONDS) || { $(SAN_CHECK_LOGS); exit 1; }
 	@$(SAN_CHECK_LOGS)
+	@$(MAKE) --no-print-directory fuzz-torch
 	@$(MAKE) --no-print-directory stress
+
+# The torch mode of the fuzzer (install() active, torch-made inputs against
+# torch's results; tests/fuzz/torch_mode.py): an atheris campaign growing
+# $(FUZZ_DIR)/corpus-torch, then that corpus and random inputs under
+# ASan+UBSan. Skipped where torch is not installed.
+fuzz-torch: build fuzz-setup sanitize-build
+	@if ! $(PY) -c "import torch" >/dev/null 2>&1; then echo "fuzz-torch: torch not installed, skipped"; exit 0; fi; \
+	mkdir -p $(FUZZ_DIR)/corpus-torch $(FUZZ_DIR)/artifacts-torch && \
+	echo "fuzz: torch mode, atheris campaign ($(FUZZ_RUNS) inputs or $(FUZZ_SECONDS) s)" && \
+	$(PY) tests/fuzz/pytree_fuzz.py --torch -runs=$(FUZZ_RUNS) -max_total_time=$(FUZZ_SECONDS) \
+	  -max_len=1024 -artifact_prefix=$(FUZZ_DIR)/artifacts-torch/ $(FUZZ_DIR)/corpus-torch && \
+	echo "fuzz: torch mode, corpus and random inputs under ASan+UBSan" && \
+	rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS) && \
+	{ $(SAN_ENV) $(PY) tests/fuzz/pytree_fuzz.py --torch --replay $(FUZZ_DIR)/corpus-torch \
+	  && $(SAN_ENV) $(PY) tests/fuzz/pytree_fuzz.py --torch --random $(FUZZ_RANDOM) --seed $$(date +%s) \
+	     --seconds $(FUZZ_SECONDS) || { $(SAN_CHECK_LOGS); exit 1; }; } && \
+	{ $(SAN_CHECK_LOGS); true; }
+
+# `make sanitize` on the newer CPythons of the machine (pyenv), each in a
+# virtualenv of its own (.venv-3.x, requirements-sanitize.txt: no torch, whose
+# only local wheel is for 3.11, so torch tests and the torch mode skip) with
+# its own sanitized build (build/sanitize-py-3.x).
+SAN_PYTHONS ?= 3.12 3.13
+sanitize-pythons:
+	@for v in $(SAN_PYTHONS); do \
+	  py=$$(ls -d $$HOME/.pyenv/versions/$$v.*/bin/python$$v 2>/dev/null | tail -n 1); \
+	  [ -n "$$py" ] || { echo "sanitize-pythons: no CPython $$v under ~/.pyenv"; exit 1; }; \
+	  echo "sanitize-pythons: CPython $$v ($$py)"; \
+	  $(MAKE) --no-print-directory sanitize VENV=.venv-$$v PYTHON=$$py \
+	    REQUIREMENTS=requirements-sanitize.txt SAN_PY=build/sanitize-py-$$v || exit 1; \
+	done
 
 # libFuzzer on the header library's Loads (tests/fuzz/cxx), seeded with the
 # specs torch wrote for tests/cpp/fixtures and a dictionary of the format.

@@ -5,6 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
+# The interpreter of a new virtualenv and what goes into it (`make
+# sanitize-pythons` makes one per newer CPython with requirements-sanitize.txt).
+PYTHON=${PYTHON:-python3}
+REQUIREMENTS=${REQUIREMENTS:-requirements-dev.txt}
 APT_PKGS=(libabsl-dev libgtest-dev nlohmann-json3-dev g++ cmake)
 
 missing=()
@@ -23,11 +27,11 @@ fi
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating virtualenv $VENV"
-  python3 -m venv "$VENV"
+  "$PYTHON" -m venv "$VENV"
 fi
 stamp="$VENV/.cpytree-requirements"
-if ! cmp -s requirements-dev.txt "$stamp"; then
-  echo "setup: installing Python packages (requirements-dev.txt)"
-  "$VENV/bin/python" -m pip install -q -r requirements-dev.txt
-  cp requirements-dev.txt "$stamp"
+if ! cmp -s "$REQUIREMENTS" "$stamp"; then
+  echo "setup: installing Python packages ($REQUIREMENTS)"
+  "$VENV/bin/python" -m pip install -q -r "$REQUIREMENTS"
+  cp "$REQUIREMENTS" "$stamp"
 fi

@@ -52,7 +52,9 @@ PyObject* PySetKnownFlattens(PyObject*, PyObject* const* args, Py_ssize_t nargs)
 bool CallCustomFlatten(const Registration* reg, PyObject* obj, Ref* children, Ref* context) {
   int known = KnownFlatten(reg, obj, children, context);
   if (known != 0) return known > 0;
-  Ref res(PyObject_CallOneArg(reg->flatten_fn, obj));
+  // Held for the call: it may deregister its own type (registry.h).
+  Ref fn = Ref::Borrow(reg->flatten_fn);
+  Ref res(PyObject_CallOneArg(fn.get(), obj));
   if (!res) return false;
   Ref pair;
   if (PyTuple_CheckExact(res.get()) || PyList_CheckExact(res.get())) {

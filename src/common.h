@@ -162,6 +162,14 @@ inline int DepthLimit() {
   return limit;
 }
 
+// Limit for an iterative walk (no C stack per level): the recursion limit
+// capped by kMaxDepth, so that what it builds stays within what the
+// recursive traversals accept in a thread with a large stack.
+inline int IterativeDepthLimit() {
+  int limit = Py_GetRecursionLimit();
+  return limit > kMaxDepth ? kMaxDepth : limit;
+}
+
 // Raises RecursionError for a tree deeper than the limit (or cyclic). Cold.
 CPYTREE_NOINLINE void RaiseDepthError(const char* op, int limit);
 

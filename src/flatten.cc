@@ -187,7 +187,9 @@ class Flattener {
     return true;
   }
 
-  bool VisitCustom(PyObject* obj, const Registration* reg, int depth) {
+  bool VisitCustom(PyObject* obj, const Registration* found, int depth) {
+    PinnedRegistration pinned(found);  // used after user code below
+    const Registration* reg = pinned.get();
     Ref children, context;
     if (!CallCustomFlatten(reg, obj, &children, &context)) return false;
     Ref keys;  // path mode: the keys from flatten_with_keys_fn, one per child

@@ -100,7 +100,7 @@ class SpecFlattener {
     std::size_t base = held_.size();
     int r = kMode == Walk::kStrict ? StrictChildren(i, node)
             : kMode == Walk::kUpTo ? (UpToChildren(i, node) ? 1 : -1)
-                                   : FxChildren(i, node);
+                                   : FxChildren(i, node, depth);
     if (r <= 0) return r == 0;  // 0: the subtree was handled whole
     return VisitHeld(i, base, depth);
   }
@@ -508,7 +508,7 @@ class SpecFlattener {
 
   // fx rules. Returns 1 with children held, 0 if the subtree was handled
   // whole (leaves already appended), -1 on error.
-  int FxChildren(std::int64_t i, PyObject* node) {
+  int FxChildren(std::int64_t i, PyObject* node, int depth) {
     const Node& s = v_.nodes[i];
     PyObject* const* items = v_.items + s.ctx;
     switch (s.kind) {
@@ -536,11 +536,11 @@ class SpecFlattener {
         }
         return 1;
       default:
-        return FxOther(i, node);
+        return FxOther(i, node, depth);
     }
   }
 
-  CPYTREE_NOINLINE int FxOther(std::int64_t i, PyObject* node) {
+  CPYTREE_NOINLINE int FxOther(std::int64_t i, PyObject* node, int depth) {
     SpecView sub{v_.nodes + internal::SubtreeBegin(v_.nodes, i), v_.nodes[i].num_nodes,
                  v_.items};
     Ref spec(InternView(sub));
@@ -557,7 +557,7 @@ class SpecFlattener {
         if (!seq) return -1;
         // torch zips children with child specs: the shorter one wins.
         Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
-        if (n < v_.nodes[i].arity) return FxShortChildren(i, node, seq.get());
+        if (n < v_.nodes[i].arity) return FxShortChildren(i, seq.get(), depth);
         for (std::uint32_t k = 0; k < v_.nodes[i].arity; ++k) {
           Hold(PySequence_Fast_ITEMS(seq.get())[k]);
         }
@@ -585,13 +585,15 @@ class SpecFlattener {
   }
 
   // A registered fx flatten function returned fewer children than the spec
-  // has: like torch's zip, flatten only those.
-  CPYTREE_NOINLINE int FxShortChildren(std::int64_t i, PyObject*, PyObject* seq) {
+  // has: like torch's zip, flatten only those. `depth` is node i's: the
+  // children continue the same depth count (nested custom nodes whose fx
+  // functions all return short lists recursed without bound before).
+  CPYTREE_NOINLINE int FxShortChildren(std::int64_t i, PyObject* seq, int depth) {
     std::vector<std::int64_t> idx;
     internal::ChildIndices(v_.nodes, i, &idx);
     for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); ++k) {
       Ref child = Ref::Borrow(PySequence_Fast_ITEMS(seq)[k]);  // the visit may mutate seq
-      if (!Visit(idx[k], child.get(), 1)) return -1;
+      if (!Visit(idx[k], child.get(), depth + 1)) return -1;
     }
     return 0;
   }

@@ -214,7 +214,9 @@ class Mapper {
     return args ? PyObject_Call(g_builtins.deque, args.get(), nullptr) : nullptr;
   }
 
-  PyObject* MapCustom(PyObject* obj, const Registration* reg, int depth) {
+  PyObject* MapCustom(PyObject* obj, const Registration* found, int depth) {
+    PinnedRegistration pinned(found);  // unflatten_fn is called after user code
+    const Registration* reg = pinned.get();
     Ref children, context;
     if (!CallCustomFlatten(reg, obj, &children, &context)) return nullptr;
     std::size_t base = b_->pending.size();

@@ -245,7 +245,10 @@ PyObject* PyKeyGet(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Ref get(PyUnicode_InternFromString("get"));
   if (!get) return nullptr;
   for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq.get()); ++k) {
-    PyObject* call_args[2] = {PySequence_Fast_ITEMS(seq.get())[k], obj.get()};
+    // torch iterates the live key path: an entry's get() may shrink a list
+    // path (the size is re-read) or drop the entry itself (held here).
+    Ref entry = Ref::Borrow(PySequence_Fast_ITEMS(seq.get())[k]);
+    PyObject* call_args[2] = {entry.get(), obj.get()};
     obj = Ref(PyObject_VectorcallMethod(get.get(), call_args, 2, nullptr));  // key.get(obj)
     if (!obj) return nullptr;
   }

@@ -25,10 +25,12 @@ using RegistryMap = absl::flat_hash_map<PyTypeObject*, const Registration*>;
 std::atomic<const RegistryMap*> g_map{nullptr};
 // Serialises writers (the GIL already does on default builds).
 std::mutex writer_mutex;
-// Maps and registrations that were replaced: kept alive so that a reader that
-// loaded them before the swap never touches freed memory.
+#ifdef Py_GIL_DISABLED
+// Without the GIL a lookup may be under way during a write: what a writer
+// replaces is kept until the process ends (see registry.h).
 std::vector<std::unique_ptr<const RegistryMap>>* g_retired_maps = nullptr;
-std::vector<std::unique_ptr<Registration>>* g_registrations = nullptr;
+std::vector<std::unique_ptr<Registration>>* g_retired_registrations = nullptr;
+#endif
 
 PyObject* ImportAttr(const char* module, const char* name) {
   Ref mod(PyImport_ImportModule(module));
@@ -36,13 +38,35 @@ PyObject* ImportAttr(const char* module, const char* name) {
   return PyObject_GetAttrString(mod.get(), name);
 }
 
-// Publishes `next` and retires the previous map.
+// Publishes `next` and frees the previous map (no lookup is under way: the
+// writer holds the GIL, see registry.h).
 void Publish(std::unique_ptr<RegistryMap> next) {
   const RegistryMap* old = g_map.exchange(next.release(), std::memory_order_acq_rel);
   g_leaf_type_cache.store(nullptr, std::memory_order_relaxed);
+#ifdef Py_GIL_DISABLED
   if (old != nullptr) g_retired_maps->emplace_back(old);
+#else
+  delete old;
+#endif
 }
 
+// Frees a registration no map holds any more. Called by a writer after it
+// unlocked: releasing the references may run Python code (a finalizer)
+// that registers again.
+void FreeRegistration(Registration* reg) {
+  if (reg == nullptr) return;
+#ifdef Py_GIL_DISABLED
+  g_retired_registrations->emplace_back(reg);
+#else
+  Py_XDECREF(reg->type);
+  Py_XDECREF(reg->flatten_fn);
+  Py_XDECREF(reg->unflatten_fn);
+  Py_XDECREF(reg->flatten_with_keys_fn);
+  delete reg;
+#endif
+}
+
+// A registration owned by the maps that will hold it (freed by FreeRegistration).
 const Registration* NewRegistration(NodeKind kind, PyObject* type, PyObject* flatten_fn,
                                     PyObject* unflatten_fn, PyObject* with_keys_fn) {
   auto reg = std::make_unique<Registration>();
@@ -55,8 +79,7 @@ const Registration* NewRegistration(NodeKind kind, PyObject* type, PyObject* fla
   reg->flatten_fn = flatten_fn;
   reg->unflatten_fn = unflatten_fn;
   reg->flatten_with_keys_fn = with_keys_fn;
-  g_registrations->push_back(std::move(reg));
-  return g_registrations->back().get();
+  return reg.release();
 }
 
 bool IsCallableAttr(PyObject* type, PyObject* name) {
@@ -90,8 +113,10 @@ bool InitRegistry() {
       !g_builtins.str_maxlen || !g_builtins.str_default_factory) {
     return false;
   }
+#ifdef Py_GIL_DISABLED
   g_retired_maps = new std::vector<std::unique_ptr<const RegistryMap>>();
-  g_registrations = new std::vector<std::unique_ptr<Registration>>();
+  g_retired_registrations = new std::vector<std::unique_ptr<Registration>>();
+#endif
   auto map = std::make_unique<RegistryMap>();
   const struct {
     PyObject* type;
@@ -248,36 +273,46 @@ int ComputeIsNamedTupleClass(PyTypeObject* type) {
 
 bool RegisterNode(PyObject* type, PyObject* flatten_fn, PyObject* unflatten_fn,
                   PyObject* flatten_with_keys_fn) {
-  std::lock_guard<std::mutex> lock(writer_mutex);
-  PyTypeObject* t = reinterpret_cast<PyTypeObject*>(type);
-  auto next = std::make_unique<RegistryMap>(*g_map.load(std::memory_order_acquire));
-  auto it = next->find(t);
-  if (it != next->end() && it->second->kind != NodeKind::kCustom) {
-    // OrderedDict/defaultdict/deque are handled natively; torch registers them
-    // itself, so a re-registration from a mirrored registry is a no-op.
-    return true;
+  Registration* replaced = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(writer_mutex);
+    PyTypeObject* t = reinterpret_cast<PyTypeObject*>(type);
+    auto next = std::make_unique<RegistryMap>(*g_map.load(std::memory_order_acquire));
+    auto it = next->find(t);
+    if (it != next->end() && it->second->kind != NodeKind::kCustom) {
+      // OrderedDict/defaultdict/deque are handled natively; torch registers
+      // them itself, so a re-registration from a mirrored registry is a no-op.
+      return true;
+    }
+    if (it != next->end()) replaced = const_cast<Registration*>(it->second);
+    if (t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type || t == &PyBool_Type ||
+        t == &PyComplex_Type) {
+      g_scalar_registered.store(true);
+    }
+    (*next)[t] = NewRegistration(NodeKind::kCustom, type, flatten_fn, unflatten_fn,
+                                 flatten_with_keys_fn == Py_None ? nullptr : flatten_with_keys_fn);
+    Publish(std::move(next));
   }
-  if (t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type || t == &PyBool_Type ||
-      t == &PyComplex_Type) {
-    g_scalar_registered.store(true);
-  }
-  (*next)[t] = NewRegistration(NodeKind::kCustom, type, flatten_fn, unflatten_fn,
-                               flatten_with_keys_fn == Py_None ? nullptr : flatten_with_keys_fn);
-  Publish(std::move(next));
+  FreeRegistration(replaced);
   return true;
 }
 
 bool UnregisterNode(PyObject* type) {
-  std::lock_guard<std::mutex> lock(writer_mutex);
-  PyTypeObject* t = reinterpret_cast<PyTypeObject*>(type);
-  auto next = std::make_unique<RegistryMap>(*g_map.load(std::memory_order_acquire));
-  auto it = next->find(t);
-  if (it == next->end() || it->second->kind != NodeKind::kCustom) {
-    PyErr_SetObject(PyExc_KeyError, type);
-    return false;
+  Registration* removed = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(writer_mutex);
+    PyTypeObject* t = reinterpret_cast<PyTypeObject*>(type);
+    auto next = std::make_unique<RegistryMap>(*g_map.load(std::memory_order_acquire));
+    auto it = next->find(t);
+    if (it == next->end() || it->second->kind != NodeKind::kCustom) {
+      PyErr_SetObject(PyExc_KeyError, type);
+      return false;
+    }
+    removed = const_cast<Registration*>(it->second);
+    next->erase(it);
+    Publish(std::move(next));
   }
-  next->erase(it);
-  Publish(std::move(next));
+  FreeRegistration(removed);
   return true;
 }
 

@@ -34,14 +34,14 @@ bool AppendTypeName(std::string* out, SpecView v, std::int64_t i) {
 }
 
 // torch: TreeSpec(<type.__name__>, <context>, [<child>,\n<indent><child>...])
-bool ReprNode(std::string* out, SpecView v, std::int64_t i, int indent, int depth) {
+bool ReprNode(std::string* out, SpecView v, std::int64_t i, int indent, int depth, int limit) {
   const Node& n = v.nodes[i];
   if (n.kind == NodeKind::kLeaf) {
     out->push_back('*');
     return true;
   }
-  if (depth > kMaxDepth) {
-    RaiseDepthError("TreeSpec repr", kMaxDepth);
+  if (depth > limit) {
+    RaiseDepthError("TreeSpec repr", limit);
     return false;
   }
   out->append("TreeSpec(");
@@ -58,7 +58,7 @@ bool ReprNode(std::string* out, SpecView v, std::int64_t i, int indent, int dept
       out->append(",\n");
       if (indent > 0) out->append(static_cast<std::size_t>(indent), ' ');
     }
-    if (!ReprNode(out, v, children[k], indent, depth + 1)) return false;
+    if (!ReprNode(out, v, children[k], indent, depth + 1, limit)) return false;
   }
   out->append("])");
   return true;
@@ -135,8 +135,13 @@ Py_hash_t ContextHash(SpecView v, std::int64_t i) {
       return PyObject_Hash(items[0]);  // the raw context: the class / maxlen
     case NodeKind::kCustom: {
       // A constant's context hashes by its value; other custom contexts may
-      // be unhashable, so torch leaves them out (hashes None).
-      for (PyObject* types : {g_constant_types, g_torch.constant_node}) {
+      // be unhashable, so torch leaves them out (hashes None). While specs
+      // pose as torch's, only torch's ConstantNode counts, as in torch's
+      // __hash__: an engine spec must hash like the torch spec it equals
+      // (the fuzzer's torch mode found cpytree's ConstantNode hashed by value
+      // here and None by torch).
+      PyObject* own = g_torch.tree_spec != nullptr ? nullptr : g_constant_types;
+      for (PyObject* types : {own, g_torch.constant_node}) {
         if (types == nullptr) continue;
         int is_constant = PyObject_IsInstance(items[1], types);
         if (is_constant < 0) return -1;
@@ -181,7 +186,9 @@ PyObject* PySetConstantTypes(PyObject*, PyObject* types) {
 
 PyObject* SpecRepr(SpecView v, int indent) {
   std::string out;
-  if (!ReprNode(&out, v, v.root_index(), indent, 0)) return nullptr;
+  // Specs built with the constructor may be nested without bound: the limit
+  // follows the C stack left, as the traversals' does.
+  if (!ReprNode(&out, v, v.root_index(), indent, 0, DepthLimit())) return nullptr;
   return PyUnicode_FromStringAndSize(out.data(), static_cast<Py_ssize_t>(out.size()));
 }
 

@@ -1,6 +1,7 @@
 // What a spec node means in torch's terms: its `type` and `context`, and the
 // TreeSpec(type, context, children_specs) constructor that goes the other way.
 #include <string>
+#include <vector>
 
 #include "children.h"
 #include "intern.h"
@@ -119,6 +120,22 @@ bool AddRootItems(SpecBuilder* b, NodeKind kind, PyObject* type, PyObject* conte
   }
 }
 
+// Appends the nodes and items of engine spec `spec` to `b` (a whole child
+// subtree) and adds its leaf and node counts to *leaves and *count.
+void AppendSpec(SpecBuilder* b, PyObject* spec, std::int64_t* leaves, std::int64_t* count) {
+  const TreeSpecObject* s = reinterpret_cast<const TreeSpecObject*>(spec);
+  SpecView c = ViewOf(s);
+  std::uint32_t offset = static_cast<std::uint32_t>(b->items.size());
+  for (std::int64_t i = 0; i < c.num_nodes; ++i) {
+    Node n = c.nodes[i];
+    n.ctx += offset;
+    b->nodes.push_back(n);
+  }
+  for (PyObject* item : *s->items) b->AddItem(NewRef(item));
+  *leaves += c.root().num_leaves;
+  *count += c.num_nodes;
+}
+
 }  // namespace
 
 PyObject* NodeType(SpecView v, std::int64_t i) {
@@ -201,21 +218,92 @@ PyObject* MakeSpec(PyObject* type, PyObject* context, PyObject* children) {
   if (!AddRootItems(&b, kind, type, context, arity)) return nullptr;
   std::int64_t leaves = 0, count = 1;
   for (Py_ssize_t k = 0; k < arity; ++k) {
-    SpecView c = ViewOf(reinterpret_cast<TreeSpecObject*>(PySequence_Fast_ITEMS(seq.get())[k]));
-    std::uint32_t offset = static_cast<std::uint32_t>(b.items.size());
-    for (std::int64_t i = 0; i < c.num_nodes; ++i) {
-      Node n = c.nodes[i];
-      n.ctx += offset;
-      b.nodes.push_back(n);
-    }
-    std::size_t num_items = static_cast<TreeSpecObject*>(
-        reinterpret_cast<TreeSpecObject*>(PySequence_Fast_ITEMS(seq.get())[k]))->items->size();
-    for (std::size_t j = 0; j < num_items; ++j) b.AddItem(NewRef(c.items[j]));
-    leaves += c.root().num_leaves;
-    count += c.num_nodes;
+    AppendSpec(&b, PySequence_Fast_ITEMS(seq.get())[k], &leaves, &count);
   }
   b.nodes.push_back(
       internal::MakeNode(kind, static_cast<std::uint32_t>(arity), 0, leaves, count));
+  return InternView(b.View());
+}
+
+// One torch node being converted: its children (a private snapshot) and
+// what its engine node needs once they are all appended.
+struct TorchFrame {
+  Ref children;        // tuple of the node's `_children`
+  Py_ssize_t next;     // the next child to convert
+  NodeKind kind;
+  std::uint32_t ctx;   // index of the node's first item (pre-order)
+  std::int64_t leaves;
+  std::int64_t count;
+};
+
+PyObject* FromTorchSpec(PyObject* root) {
+  const int limit = IterativeDepthLimit();
+  SpecBuilder b;  // releases the items taken so far on any error
+  std::vector<TorchFrame> stack;
+  std::int64_t root_leaves = 0, root_count = 0;  // totals of a root emitted whole
+  // Emits `obj` whole (an engine spec or a torch leaf) or opens its frame.
+  auto enter = [&](PyObject* obj) -> bool {
+    std::int64_t* leaves = stack.empty() ? &root_leaves : &stack.back().leaves;
+    std::int64_t* count = stack.empty() ? &root_count : &stack.back().count;
+    if (IsTreeSpec(obj)) {
+      AppendSpec(&b, obj, leaves, count);
+      return true;
+    }
+    if (!IsTorchSpec(obj)) {
+      PyErr_Format(PyExc_TypeError,
+                   "Expected a child spec to be an instance of PyTreeSpec but got item of "
+                   "type %R.",
+                   reinterpret_cast<PyObject*>(Py_TYPE(obj)));
+      return false;
+    }
+    Ref type(PyObject_GetAttrString(obj, "type"));
+    if (!type) return false;
+    if (type.get() == Py_None) {
+      b.nodes.push_back(internal::MakeNode(NodeKind::kLeaf, 0,
+                                           static_cast<std::uint32_t>(b.items.size()), 1, 1));
+      *leaves += 1;
+      *count += 1;
+      return true;
+    }
+    if (static_cast<std::size_t>(limit) <= stack.size()) {
+      RaiseDepthError("converting a torch TreeSpec", limit);
+      return false;
+    }
+    Ref context(PyObject_GetAttrString(obj, "_context"));
+    if (!context) return false;
+    Ref children(PyObject_GetAttrString(obj, "_children"));
+    if (!children) return false;
+    Ref seq(PySequence_Tuple(children.get()));  // user code may change the list later
+    if (!seq) return false;
+    Py_ssize_t arity = PyTuple_GET_SIZE(seq.get());
+    if (arity > static_cast<Py_ssize_t>(UINT32_MAX)) {
+      PyErr_NoMemory();
+      return false;
+    }
+    NodeKind kind = KindOfType(type.get());
+    auto ctx = static_cast<std::uint32_t>(b.items.size());
+    if (!AddRootItems(&b, kind, type.get(), context.get(), arity)) return false;
+    stack.push_back(TorchFrame{std::move(seq), 0, kind, ctx, 0, 1});
+    return true;
+  };
+  if (!enter(root)) return nullptr;
+  while (!stack.empty()) {
+    TorchFrame& f = stack.back();
+    if (f.next < PyTuple_GET_SIZE(f.children.get())) {
+      PyObject* child = PyTuple_GET_ITEM(f.children.get(), f.next++);  // held by f.children
+      if (!enter(child)) return nullptr;  // may grow the stack: f is not used after
+      continue;
+    }
+    Node n = internal::MakeNode(f.kind, static_cast<std::uint32_t>(PyTuple_GET_SIZE(f.children.get())),
+                                f.ctx, f.leaves, f.count);
+    b.nodes.push_back(n);
+    stack.pop_back();
+    if (!stack.empty()) {
+      stack.back().leaves += n.num_leaves;
+      stack.back().count += n.num_nodes;
+    }
+  }
+  if (b.nodes.size() == 1 && b.nodes[0].kind == NodeKind::kLeaf) return NewRef(LeafSpec());
   return InternView(b.View());
 }
 

@@ -1,5 +1,5 @@
-// Conversion from torch specs and the class handover of install(); see
-// torch_interop.h.
+// Recognising torch specs and the class handover of install(); see
+// torch_interop.h (the conversion itself: FromTorchSpec, spec_model.cc).
 #include "torch_interop.h"
 
 #include "treespec.h"
@@ -8,43 +8,12 @@ namespace cpytree {
 
 TorchSpecClasses g_torch;
 
-namespace {
-
 bool IsTorchSpec(PyObject* obj) {
   if (g_torch.tree_spec == nullptr || IsTreeSpec(obj)) return false;
   int r = PyObject_IsInstance(obj, g_torch.tree_spec);
   if (r < 0) PyErr_Clear();
   return r > 0;
 }
-
-// torch spec -> engine spec, through the TreeSpec(type, context, children)
-// constructor (which interns). Recursive over children, depth-limited.
-PyObject* FromTorch(PyObject* obj, int depth) {
-  if (depth > kMaxDepth) {
-    RaiseDepthError("converting a torch TreeSpec", kMaxDepth);
-    return nullptr;
-  }
-  Ref type(PyObject_GetAttrString(obj, "type"));
-  if (!type) return nullptr;
-  if (type.get() == Py_None) {
-    Py_INCREF(LeafSpec());
-    return LeafSpec();
-  }
-  Ref context(PyObject_GetAttrString(obj, "_context"));
-  Ref children(context ? PyObject_GetAttrString(obj, "_children") : nullptr);
-  if (!children) return nullptr;
-  Ref seq(PySequence_List(children.get()));
-  if (!seq) return nullptr;
-  for (Py_ssize_t k = 0; k < PyList_GET_SIZE(seq.get()); ++k) {
-    PyObject* child = CoerceSpec(PyList_GET_ITEM(seq.get(), k), "a child spec");
-    if (child == nullptr) return nullptr;
-    PyList_SetItem(seq.get(), k, child);  // steals
-  }
-  (void)depth;
-  return MakeSpec(type.get(), context.get(), seq.get());
-}
-
-}  // namespace
 
 bool IsAnySpec(PyObject* obj) { return IsTreeSpec(obj) || IsTorchSpec(obj); }
 
@@ -53,7 +22,7 @@ PyObject* CoerceSpec(PyObject* obj, const char* what) {
     Py_INCREF(obj);
     return obj;
   }
-  if (IsTorchSpec(obj)) return FromTorch(obj, 0);
+  if (IsTorchSpec(obj)) return FromTorchSpec(obj);
   PyErr_Format(PyExc_TypeError, "Expected %s to be an instance of PyTreeSpec but got item of type %R.",
                what, reinterpret_cast<PyObject*>(Py_TYPE(obj)));
   return nullptr;

@@ -32,6 +32,15 @@ PyObject* CoerceSpec(PyObject* obj, const char* what);
 
 // True if obj is an engine spec or (with the classes set) a torch spec.
 bool IsAnySpec(PyObject* obj);
+// True if the classes are set and obj is a torch spec (not an engine spec).
+bool IsTorchSpec(PyObject* obj);
+
+// The engine spec equal to torch spec `obj` (children may be torch or engine
+// specs, in any mix). Iterative: no C recursion whatever the depth; nesting
+// of torch nodes deeper than IterativeDepthLimit() (or a cycle through `_children`)
+// raises RecursionError. Reads `type`, `_context` and `_children` as torch's
+// own methods do (user code may run: properties of a subclass). New ref.
+PyObject* FromTorchSpec(PyObject* obj);
 
 // _set_torch_spec_classes(TreeSpec, LeafSpec, treespec_leaf, ConstantNode); all
 // None to clear. Setting the classes also turns pickle_as_torch on.

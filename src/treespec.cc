@@ -220,7 +220,23 @@ Py_hash_t SpecHash(PyObject* self) {
 }
 
 PyObject* SpecRichCompare(PyObject* a, PyObject* b, int op) {
-  if ((op != Py_EQ && op != Py_NE) || !IsTreeSpec(b)) Py_RETURN_NOTIMPLEMENTED;
+  if (op != Py_EQ && op != Py_NE) Py_RETURN_NOTIMPLEMENTED;
+  Ref converted;
+  if (!IsTreeSpec(b)) {
+    if (!IsTorchSpec(b)) Py_RETURN_NOTIMPLEMENTED;
+    // A torch spec: compared here, iteratively, not by torch's reflected
+    // __eq__ (recursive: the fuzzer's torch mode met its RecursionError on
+    // chains the engine handles). One the engine cannot convert (a hostile
+    // context, nesting past the limit) is left to torch's __eq__: torch's
+    // answer (a 10-deep spec != a 100,000-deep one) or torch's error.
+    converted = Ref(FromTorchSpec(b));
+    if (!converted) {
+      if (!PyErr_ExceptionMatches(PyExc_Exception)) return nullptr;
+      PyErr_Clear();
+      Py_RETURN_NOTIMPLEMENTED;
+    }
+    b = converted.get();
+  }
   int eq;
   if (a == b) {
     eq = 1;

@@ -75,7 +75,9 @@ PyObject* BuildNode(const Node& node, PyObject* const* items, PyObject** kids) {
         PyErr_SetObject(PyExc_KeyError, items[0]);  // torch: SUPPORTED_NODES[type]
         return nullptr;
       }
-      return PyObject_CallFunctionObjArgs(reg->unflatten_fn, values.get(), items[1], nullptr);
+      // Held for the call: it may deregister its own type (registry.h).
+      Ref fn = Ref::Borrow(reg->unflatten_fn);
+      return PyObject_CallFunctionObjArgs(fn.get(), values.get(), items[1], nullptr);
     }
     case NodeKind::kLeaf:
       break;

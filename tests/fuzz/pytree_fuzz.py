@@ -2,6 +2,7 @@
 
     python tests/fuzz/pytree_fuzz.py [libFuzzer flags...]     # atheris campaign
     python tests/fuzz/pytree_fuzz.py --random N [--seed S] [--seconds T]
+    python tests/fuzz/pytree_fuzz.py --torch ...    # torch mode only (torch_mode.py)
 
 Each input is a byte string that decides, byte by byte, a mode, a tree and
 the callbacks of one round of operations (flatten, leaves, structure,
@@ -29,6 +30,11 @@ the inputs (node types, hostile keys, the mutator, the tree builder). Modes:
 * ``loads``: protocol-1 JSON text, made by mutating the dumps of a generated
   spec or assembled from random parts, loaded by both implementations.
 * ``ctor``: TreeSpec(type, context, children) with generated arguments.
+* ``torch`` (``--torch``, every input; needs torch): install() active, specs
+  built with torch's own constructors, mixed with engine specs, at extreme
+  depths and widths and with hostile edits, fed to every entry point that
+  takes torch objects and compared with torch's Python originals
+  (torch_mode.py).
 
 After every input, in every mode: the reference counts of the sentinel
 leaves, keys and contexts and the size of the engine's intern table are
@@ -401,16 +407,21 @@ def run_ctor_mode(s: Stream):
 
 
 MODES = ["clean", "clean", "clean", "hostile", "hostile", "mutation", "mutation", "loads", "ctor"]
+TORCH_MODE = False  # --torch: every input in torch mode, install() active
 
 
 def one_input(data: bytes) -> None:
     """The fuzz target: raises on a mismatch, a leak or an engine SystemError."""
     STATS["inputs"] += 1
     s = Stream(data)
-    mode = s.pick(MODES)
+    mode = "torch" if TORCH_MODE else s.pick(MODES)
     before_refs = [sys.getrefcount(o) for o in SENTINELS]
     before_specs = _C._intern_table_size()
-    if mode == "loads":
+    if mode == "torch":
+        import torch_mode
+
+        torch_mode.run_torch_mode(s, _count)
+    elif mode == "loads":
         run_loads_mode(s)
     elif mode == "ctor":
         run_ctor_mode(s)
@@ -476,6 +487,13 @@ def _instrument_python(atheris):
 
 
 def main(argv):
+    global TORCH_MODE
+    if "--torch" in argv:
+        argv = [a for a in argv if a != "--torch"]
+        import torch_mode
+
+        torch_mode.setup()
+        TORCH_MODE = True
     if "--random" in argv:
         i = argv.index("--random")
         n = int(argv[i + 1])

@@ -4,8 +4,9 @@
 coverage-guided atheris run (when atheris is installed) and a fixed-seed run
 of random inputs, each in a subprocess so that a crash fails the test and
 reports the input instead of killing the session. See pytree_fuzz.py for the
-modes (clean differential, hostile keys, mutation, loads, TreeSpec(...)) and
-what each input must satisfy.
+modes (clean differential, hostile keys, mutation, loads, TreeSpec(...), and
+the torch mode with install() active: torch_mode.py) and what each input must
+satisfy.
 """
 
 from __future__ import annotations
@@ -50,6 +51,15 @@ def engine_on():
 
 def test_fuzz_random_inputs(engine_on):
     out = run_fuzzer(["--random", "3000", "--seed", "1", "--seconds", "20"], timeout=300)
+    assert inputs_tried(out) > 0, out[-2000:]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
+def test_fuzz_torch_mode(engine_on):
+    """The torch mode (install() active, torch-made specs vs torch): a short run."""
+    seconds = os.environ.get("CPYTREE_FUZZ_TORCH_SECONDS", "20")
+    out = run_fuzzer(["--torch", "--random", "5000", "--seed", "1", "--seconds", seconds],
+                     timeout=int(seconds) * 5 + 240)
     assert inputs_tried(out) > 0, out[-2000:]
 
 

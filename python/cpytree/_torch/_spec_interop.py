@@ -80,7 +80,15 @@ def enable(cpytree: ModuleType, tp: ModuleType, originals: dict[str, Any]) -> st
     reason = _first_failure(_checks(cpytree, tp, originals))
     if reason is not None:
         setter(None, None, None, None)
-    return reason
+        return reason
+    # Every entry point taking an engine spec takes a torch spec too, so
+    # cpytree.treespec_dumps does (written against the public spec API, it
+    # reads torch specs as they are; torch's TreeSpec stays accepted after
+    # uninstall(), like the engine's posing as torch's).
+    from cpytree import _serialization
+
+    _serialization._register_spec_type(tp.TreeSpec)
+    return None
 
 
 def disable(cpytree: ModuleType) -> None:
