@@ -474,3 +474,15 @@ def make_func(cfg, mutator):
         return ("m", xs[-1])
 
     return func
+
+
+def outcome(fn):
+    """("ok", value) or ("exc", exception type); SystemError is an engine bug."""
+    try:
+        return ("ok", fn())
+    except RecursionError:
+        return ("exc", RecursionError)
+    except SystemError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - compared by type
+        return ("exc", type(exc))

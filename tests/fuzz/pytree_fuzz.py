@@ -57,23 +57,24 @@ import cpytree._reference as ref
 from cpytree import _C
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fuzz_trees import (  # noqa: E402 - next to this file
-    Stream,
-    Leaf,
-    Pair,
-    Bag,
+from fuzz_trees import (
     DC,
-    Const,
-    NT,
-    Rec,
-    STATE,
     LEAVES,
+    NT,
     SENTINELS,
-    HKey,
-    Mutator,
+    STATE,
+    Bag,
     Builder,
-    make_is_leaf,
+    Const,
+    HKey,
+    Leaf,
+    Mutator,
+    Pair,
+    Rec,
+    Stream,
     make_func,
+    make_is_leaf,
+    outcome,
 )
 
 E, R = cpytree, ref
@@ -114,18 +115,6 @@ def spec_picture(spec):
 
 class Mismatch(AssertionError):
     pass
-
-
-def outcome(fn):
-    """("ok", value) or ("exc", exception type); SystemError is an engine bug."""
-    try:
-        return ("ok", fn())
-    except RecursionError:
-        return ("exc", RecursionError)
-    except SystemError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - compared by type
-        return ("exc", type(exc))
 
 
 def consistent_flatten(impl, res):

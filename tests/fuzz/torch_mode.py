@@ -31,7 +31,7 @@ import pickle
 import sys
 from collections import deque
 
-from fuzz_trees import DC, LEAVES, Bag, Builder, Const, HKey, Pair, Stream
+from fuzz_trees import DC, LEAVES, Bag, Builder, Const, HKey, Pair, Stream, outcome
 
 import cpytree
 
@@ -371,19 +371,6 @@ _MISSING = None
 def torch_outcome(fn):
     with torch_originals():
         return outcome(fn)
-
-
-def outcome(fn):
-    try:
-        return ("ok", fn())
-    except RecursionError:
-        return ("exc", RecursionError)
-    except SystemError:
-        raise
-    except MemoryError:
-        return ("exc", MemoryError)
-    except Exception as exc:  # noqa: BLE001 - compared by type
-        return ("exc", type(exc))
 
 
 def run_torch_mode(s: Stream, count) -> None:

@@ -77,3 +77,17 @@ def run_isolated(impl_name: str, scenario: str, timeout: float = 300.0) -> dict[
         "header": header,
     }
     return results
+
+
+def start_and_join(threads: list[Any], timeout: float) -> None:
+    """Start and join `threads` with a tiny switch interval (more interleavings); none may hang."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout)
+    finally:
+        sys.setswitchinterval(old)
+    assert not any(t.is_alive() for t in threads), "a worker hung"

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import collections
 import os
-import sys
 import threading
 import time
 
 import cpytree
+from support import start_and_join
 
 SECONDS = float(os.environ.get("CPYTREE_THREAD_SECONDS", "30" if os.environ.get("CPYTREE_STRESS") else "3"))
 THREADS = 8
@@ -130,17 +130,7 @@ def run_threads(workers, seconds):
 
         return run
 
-    threads = [threading.Thread(target=wrap(n, f), name=n) for n, f in workers]
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(seconds + 60)
-    finally:
-        sys.setswitchinterval(old)
-    assert not any(t.is_alive() for t in threads), "a worker hung"
+    start_and_join([threading.Thread(target=wrap(n, f), name=n) for n, f in workers], seconds + 60)
     assert not errors, errors[:5]
     return counts
 
