@@ -339,10 +339,12 @@ _broadcast_to_and_flatten = _run_here(_reference._broadcast_to_and_flatten)
 # torch integration (python/cpytree/_torch): install() / uninstall() swap torch's
 # pytree functions for this module's; CPYTREE_INSTALL=1 installs at import.
 from ._torch import (  # noqa: E402
+    follow_torch_registry as _follow_torch_registry,
     install as install,
     install_from_environment as _install_from_environment,
     is_installed as is_installed,
     uninstall as uninstall,
 )
 
+_follow_torch_registry()  # torch's registrations count here too, without install()
 _install_from_environment()

@@ -105,14 +105,16 @@ def _store_node(
     from_dumpable_context: FromDumpableContextFn | None = None,
     *,
     constant: bool = False,
+    warn_overwrite: bool = True,
 ) -> None:
     """Register `cls` (overwriting with a UserWarning), then notify the hooks.
 
     As in torch the node is stored before the dumpable-context pair is
     checked, so a failed check leaves `cls` registered (and the hooks told).
+    `warn_overwrite=False` is for copies of a change torch already warned of.
     """
     with _NODE_REGISTRY_LOCK:
-        if cls in SUPPORTED_NODES:
+        if warn_overwrite and cls in SUPPORTED_NODES:
             warnings.warn(
                 f"{cls} is already registered as pytree node. "
                 "Overwriting the previous registration.",
@@ -218,6 +220,23 @@ def _deregister_pytree_node(cls: type[Any]) -> None:
             CONSTANT_NODES.discard(cls)
         finally:
             _notify_hooks(cls, None)
+
+
+def _remove_node(cls: type[Any]) -> None:
+    """Remove `cls` from every table, then notify the hooks with None.
+
+    Unlike `_deregister_pytree_node` (torch's steps, torch's KeyError), this
+    leaves a serialized name that another type has taken since to that type.
+    """
+    with _NODE_REGISTRY_LOCK:
+        SUPPORTED_NODES.pop(cls, None)
+        serialized = SUPPORTED_SERIALIZED_TYPES.pop(cls, None)
+        if serialized is not None and SERIALIZED_TYPE_TO_PYTHON_TYPE.get(
+            serialized.serialized_type_name
+        ) is cls:
+            del SERIALIZED_TYPE_TO_PYTHON_TYPE[serialized.serialized_type_name]
+        CONSTANT_NODES.discard(cls)
+        _notify_hooks(cls, None)
 
 
 def _dataclass_field_names(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -91,3 +92,16 @@ def start_and_join(threads: list[Any], timeout: float) -> None:
     finally:
         sys.setswitchinterval(old)
     assert not any(t.is_alive() for t in threads), "a worker hung"
+
+
+@contextlib.contextmanager
+def installed(**kwargs: Any):
+    """cpytree.install(**kwargs) for the duration of a `with` block; yields install's status()."""
+    import cpytree
+    from cpytree import _torch
+
+    cpytree.install(**kwargs)
+    try:
+        yield _torch.status()
+    finally:
+        cpytree.uninstall()

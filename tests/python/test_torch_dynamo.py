@@ -242,7 +242,7 @@ _LAZY = textwrap.dedent(
     report["imported_by_install"] = "torch._dynamo" in sys.modules
     if sys.argv[1] == "uninstall-first":
         cpytree.uninstall()
-        report["watchers_left"] = sum(type(f).__name__ == "_ImportWatcher" for f in sys.meta_path)
+        report["watchers_left"] = sum(type(f).__name__ == "ImportWatcher" for f in sys.meta_path)
     import torch._dynamo
     from torch._dynamo.variables.builder import VariableBuilder
     report["entry"] = id(cpytree.tree_flatten) in VariableBuilder._id_dispatch()
@@ -250,7 +250,7 @@ _LAZY = textwrap.dedent(
     report["result"] = fn({"a": torch.ones(1)})["a"].item()
     cpytree.uninstall()
     report["entry_after"] = id(cpytree.tree_flatten) in VariableBuilder._id_dispatch()
-    report["watchers_end"] = sum(type(f).__name__ == "_ImportWatcher" for f in sys.meta_path)
+    report["watchers_end"] = sum(type(f).__name__ == "ImportWatcher" for f in sys.meta_path)
     print("REPORT", json.dumps(report))
     """
 )

@@ -278,8 +278,9 @@ def test_torch_registrations_made_before_install_reach_cpytree():
         result = torch.max(torch.tensor([[1.0, 5.0]]), dim=1)
         leaves = tp.tree_leaves({"r": result})
         assert leaves[0] is result.values and leaves[1] is result.indices
-    assert torch.Size not in cpytree.SUPPORTED_NODES
-    assert cpytree.tree_leaves(torch.Size([2, 3])) == [torch.Size([2, 3])]
+    # torch's registrations count without install() too (cpytree follows torch's registry)
+    assert cpytree.SUPPORTED_NODES[torch.Size].flatten_fn is tp.SUPPORTED_NODES[torch.Size].flatten_fn
+    assert cpytree.tree_leaves(torch.Size([2, 3])) == [2, 3]
 
 
 @dataclasses.dataclass
@@ -388,9 +389,11 @@ def test_cpytree_registrations_reach_torch_and_each_registry_keeps_its_own():
             )
             assert Later in tp.SUPPORTED_NODES
         assert OnlyCpytree not in tp.SUPPORTED_NODES and Later not in tp.SUPPORTED_NODES
-        assert OnlyTorch in tp.SUPPORTED_NODES and OnlyTorch not in cpytree.SUPPORTED_NODES
+        # torch's registration is still followed without install() (_torch/_follow.py)
+        assert OnlyTorch in tp.SUPPORTED_NODES and OnlyTorch in cpytree.SUPPORTED_NODES
         assert OnlyCpytree in cpytree.SUPPORTED_NODES and Later in cpytree.SUPPORTED_NODES
         tp._deregister_pytree_node(OnlyTorch)
+        assert OnlyTorch not in cpytree.SUPPORTED_NODES
         cpytree._deregister_pytree_node(Later)
     finally:
         cpytree._deregister_pytree_node(OnlyCpytree)

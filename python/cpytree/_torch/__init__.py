@@ -43,6 +43,7 @@ from types import ModuleType
 from typing import Any
 
 from . import _dynamo, _spec_interop, _versions
+from ._follow import TorchRegistryFollower
 from ._patch import Patches, find_bindings, rebind_imports as _rebind_imports
 from ._registry import RegistryMirror
 
@@ -310,6 +311,25 @@ def uninstall() -> None:
             RuntimeWarning,
             stacklevel=2,
         )
+
+
+# Follows torch's registry from cpytree's import on (`follow_torch_registry`).
+_FOLLOWER: TorchRegistryFollower | None = None
+
+
+def follow_torch_registry() -> TorchRegistryFollower:
+    """Make cpytree honour torch.utils._pytree's registrations, now or once torch loads.
+
+    Called when cpytree is imported; needs no install() and never imports torch.
+    """
+    global _FOLLOWER
+    with _LOCK:
+        if _FOLLOWER is None:
+            import cpytree
+
+            _FOLLOWER = TorchRegistryFollower(frozenset(cpytree._reference.BUILTIN_TYPES))
+            _FOLLOWER.start()
+        return _FOLLOWER
 
 
 def install_from_environment() -> None:

@@ -34,70 +34,15 @@ watcher if Dynamo never came).
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Sequence
-from types import ModuleType
+from collections.abc import Callable
 from typing import Any
 
+from ._import_watch import ImportWatcher, is_loaded
+
 _DYNAMO = "torch._dynamo"
-
-
-def _dynamo_loaded() -> bool:
-    """Whether torch._dynamo has finished importing (not merely started)."""
-    module = sys.modules.get(_DYNAMO)
-    spec = getattr(module, "__spec__", None)
-    return module is not None and not getattr(spec, "_initializing", False)
-
-
-class _ImportWatcher(importlib.abc.MetaPathFinder):
-    """Runs `callback` once, right after `torch._dynamo` has been executed."""
-
-    def __init__(self, callback: Callable[[], None]) -> None:
-        self._callback = callback
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != _DYNAMO:
-            return None
-        spec = None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                break
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        spec.loader = _RunAfterLoader(spec.loader, self._callback)
-        return spec
-
-
-class _RunAfterLoader(importlib.abc.Loader):
-    """A loader that delegates to `loader`, then calls `callback`."""
-
-    def __init__(self, loader: Any, callback: Callable[[], None]) -> None:
-        self._loader = loader
-        self._callback = callback
-
-    def __getattr__(self, name: str) -> Any:  # get_source, is_package, ... of the real loader
-        return getattr(self._loader, name)
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        module: ModuleType | None = self._loader.create_module(spec)
-        return module
-
-    def exec_module(self, module: ModuleType) -> None:
-        # The module keeps the real loader (tools read module.__loader__).
-        module.__loader__ = self._loader
-        if module.__spec__ is not None:
-            module.__spec__.loader = self._loader
-        self._loader.exec_module(module)
-        self._callback()
 
 
 class DynamoHooks:
@@ -113,7 +58,7 @@ class DynamoHooks:
         # id(fast) -> (fast, torch's original): what Dynamo should see instead of fast
         self._functions: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
         self._spec_type: tuple[type, Callable[[Any], Any]] | None = None
-        self._watcher: _ImportWatcher | None = None
+        self._watcher: ImportWatcher | None = None
         self._applied = False
         self._on_failure: Callable[[BaseException], None] | None = None
         # (table, key) pairs added to Dynamo's tables, and (object, attribute,
@@ -137,12 +82,12 @@ class DynamoHooks:
         a graph break). A failure now raises.
         """
         with self._lock:
-            if _dynamo_loaded():
+            if is_loaded(_DYNAMO):
                 self._apply()
                 return
             self._on_failure = on_failure
-            self._watcher = _ImportWatcher(self._apply_late)
-            sys.meta_path.insert(0, self._watcher)
+            self._watcher = ImportWatcher(_DYNAMO, self._apply_late)
+            self._watcher.start()
 
     def applied(self) -> bool:
         """Whether Dynamo has been told (False while waiting for its import)."""
@@ -160,8 +105,7 @@ class DynamoHooks:
 
     def _drop_watcher(self) -> None:
         if self._watcher is not None:
-            if self._watcher in sys.meta_path:
-                sys.meta_path.remove(self._watcher)
+            self._watcher.stop()
             self._watcher = None
 
     def _apply(self) -> None:
