@@ -72,12 +72,16 @@ lint: setup
 harness: build floor
 	@CPYTREE_FLOOR_PATH=$(abspath $(FLOOR_DIR)) $(VENV)/bin/cpytree-harness $(HARNESS_ARGS)
 
-# pytest-benchmark suites, then the Dynamo suite (bytecodes, guards, graphs of
+# pytest-benchmark suites, the harness's op tables (every workload x op x
+# backend, and every cell against its closest peer; report in
+# build/bench-harness), then the Dynamo suite (bytecodes, guards, graphs of
 # compiled functions calling pytree, with and without install()) and the
 # runtime section (benchmarks/dynamo_suite.py; BENCH_DYNAMO_ARGS=--quick for a
 # short run).
 bench: build floor
 	@CPYTREE_FLOOR_PATH=$(abspath $(FLOOR_DIR)) $(PY) -m pytest benchmarks --benchmark-only -q
+	@CPYTREE_FLOOR_PATH=$(abspath $(FLOOR_DIR)) $(VENV)/bin/cpytree-harness --no-scaling --no-progress \
+	  --out build/bench-harness
 	@$(PY) benchmarks/dynamo_suite.py $(BENCH_DYNAMO_ARGS)
 
 # ---------------------------------------------------------------- reliability

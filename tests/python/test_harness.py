@@ -143,6 +143,32 @@ def test_every_backend_row(quick_run: tuple[Path, str]) -> None:
     assert cpytree["available"] and set(ops) <= set(cpytree["ops"])
 
 
+def test_closest_peer_table(quick_run: tuple[Path, str]) -> None:
+    """Each cell of "every cell against its closest peer" is the minimum over the peers."""
+    out, stdout = quick_run
+    doc = json.loads((out / "results.json").read_text())
+    ops = doc["op_tables"]["ops"]
+    median = {(r["workload"], r["backend"], r["op"]): r["median_us"] for r in doc["op_tables"]["results"]}
+    peers = ("torch", "optree", "jax", "dm-tree")
+    report = (out / "report.md").read_text()
+    table = report.split("## Every cell against its closest peer")[1].split("\n## ")[0]
+    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| ")}
+    assert rows["workload"] == "| workload | " + " | ".join(ops) + " |"
+    slower = 0
+    for w in WORKLOADS.split(","):
+        cells = rows[w].strip("| ").split(" | ")[1:]
+        for op, cell in zip(ops, cells, strict=True):
+            ratios = {p: median[(w, p, op)] / median[(w, "cpytree", op)]
+                      for p in peers if (w, p, op) in median}  # fmt: skip
+            if not ratios:
+                assert cell == "-"
+                continue
+            peer = min(ratios, key=lambda p: (ratios[p], p))
+            slower += ratios[peer] < 1
+            assert cell.split() == [cell.split()[0], peer], (w, op, cell, ratios)
+    assert f"below 1: the peer is faster; {slower} of " in stdout
+
+
 def test_own_tree(tmp_path: Path) -> None:
     """--tree module:callable, with a file path, on the cpytree backends only
     (no torch import: quick)."""

@@ -357,6 +357,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(tables.terminal_op_tables(res))
     print()
     print(tables.terminal_summary(res))
+    closest = tables.terminal_closest(res)
+    if closest:
+        print()
+        print(closest)
     notes = tables.markdown_notes(res).replace("`", "")
     if notes:
         print()

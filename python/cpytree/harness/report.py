@@ -175,6 +175,15 @@ def write_report(
             "",
             tables.markdown_summary(ops),
             "",
+            "## Every cell against its closest peer",
+            "",
+            (
+                f"Peer time / {ops.baseline} time for the fastest peer (torch, optree, jax, "
+                "dm-tree) on each (workload, op); below 1 the peer is faster."
+            ),
+            "",
+            tables.markdown_closest(ops),
+            "",
             "## Every op on every workload",
             "",
             (f"Median us per call [fastest-slowest round] and ratio to {ops.baseline}."),

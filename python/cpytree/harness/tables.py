@@ -23,16 +23,23 @@ from .results import OpResults, ScalingResults
 from .workloads import Workload
 
 __all__ = [
+    "closest_peers",
     "fmt_ratio",
     "fmt_us",
+    "markdown_closest",
     "markdown_notes",
     "markdown_op_tables",
     "markdown_scaling",
     "markdown_summary",
+    "terminal_closest",
     "terminal_op_tables",
     "terminal_scaling",
     "terminal_summary",
 ]
+
+# Backends that are not peers: cpytree's own reference, and the floor (a
+# measuring instrument that knows only list/tuple/dict, no library).
+_NOT_PEERS = frozenset({"cpytree-reference", "floor"})
 
 
 def fmt_us(seconds: float) -> str:
@@ -262,3 +269,66 @@ def markdown_scaling(sc: ScalingResults) -> str:
     out = _md_table(header, rows, "lr" + "r" * len(sc.backends))
     notes = [f"- {note}" for note in _scaling_notes(sc)]
     return "\n".join(out + (["", *notes] if notes else []))
+
+
+# --------------------------------------------------------------------------
+# Every cell against its closest peer
+
+
+def closest_peers(res: OpResults) -> dict[tuple[str, str], tuple[str, float]]:
+    """(workload, op) -> (peer, ratio) for the peer closest to the baseline.
+
+    A peer is every other library timed (torch, optree, jax, dm-tree); ratio
+    is the peer's time over the baseline's, so below 1 a peer is faster.
+    Cells no peer ran are absent.
+    """
+    peers = [b.name for b in res.shown if b.name != res.baseline and b.name not in _NOT_PEERS]
+    closest: dict[tuple[str, str], tuple[str, float]] = {}
+    for w in res.workloads:
+        for op in res.ops:
+            ratios = [(r, p) for p in peers if (r := res.ratio(w.name, p, op)) is not None]
+            if ratios:
+                r, p = min(ratios)
+                closest[(w.name, op)] = (p, r)
+    return closest
+
+
+def _closest_rows(res: OpResults) -> tuple[list[str], list[list[str]], int]:
+    closest = closest_peers(res)
+    rows = []
+    for w in res.workloads:
+        row = [w.name]
+        for op in res.ops:
+            hit = closest.get((w.name, op))
+            row.append(f"{fmt_ratio(hit[1])} {hit[0]}" if hit else "-")
+        rows.append(row)
+    slower = sum(r < 1.0 for _, r in closest.values())
+    return ["workload", *res.ops], rows, slower
+
+
+def _closest_title(res: OpResults, slower: int, cells: int) -> str:
+    return (
+        f"every cell against its closest peer: peer time / {res.baseline} time "
+        f"(below 1: the peer is faster; {slower} of {cells} cells)"
+    )
+
+
+def terminal_closest(res: OpResults) -> str:
+    """One row per workload, one column per op: the closest peer's ratio and name."""
+    header, rows, slower = _closest_rows(res)
+    if not rows or len(header) < 2:
+        return ""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    lines = [_closest_title(res, slower, len(closest_peers(res)))]
+    lines.append(" ".join(f"{h:<{widths[0]}}" if i == 0 else f"{h:>{widths[i]}}"
+                          for i, h in enumerate(header)))  # fmt: skip
+    for r in rows:
+        lines.append(" ".join(f"{c:<{widths[0]}}" if i == 0 else f"{c:>{widths[i]}}"
+                              for i, c in enumerate(r)))  # fmt: skip
+    return "\n".join(lines)
+
+
+def markdown_closest(res: OpResults) -> str:
+    """`terminal_closest` as a Markdown table."""
+    header, rows, _ = _closest_rows(res)
+    return "\n".join(_md_table(header, rows))
