@@ -12,8 +12,9 @@
 // the same node.
 #include <simdjson.h>
 
+#include "absl/container/inlined_vector.h"
+
 #include <cmath>
-#include <deque>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -395,17 +396,20 @@ class Loader {
     if (!PyList_CheckExact(context) || PyList_GET_SIZE(context) != 2) return Outcome::kFallback;
     PyObject* keys = PyList_GET_ITEM(context, 1);
     if (!PyList_CheckExact(keys) || PyList_GET_SIZE(keys) != arity) return Outcome::kFallback;
-    return AddRootItems(b_, t.kind, t.type.get(), context, arity) ? Outcome::kOk
-                                                                   : Outcome::kError;
+    // Any failure (an unhashable key, a factory that is no callable): the
+    // reference raises its own error for it, in its order.
+    if (AddRootItems(b_, t.kind, t.type.get(), context, arity)) return Outcome::kOk;
+    PyErr_Clear();
+    return Outcome::kFallback;
   }
 
   Parsers* parsers_;
   SpecBuilder* b_;
-  std::vector<Frame> frames_;
-  // Few distinct names per spec: linear scans beat hashing here. A deque
-  // keeps the entries' addresses stable as it grows.
-  std::deque<TypeEntry> types_;
-  std::deque<NamedTupleEntry> namedtuples_;
+  // Few distinct names per spec: linear scans beat hashing here. A pointer
+  // to an entry is used only until the next entry of its vector is added.
+  absl::InlinedVector<Frame, 16> frames_;
+  absl::InlinedVector<TypeEntry, 8> types_;
+  absl::InlinedVector<NamedTupleEntry, 4> namedtuples_;
 };
 
 // The native loads: kFallback when the reference must decide.
@@ -434,16 +438,16 @@ Outcome LoadsNative(PyObject* text, PyObject** result) {
       p != 1) {
     return Outcome::kFallback;  // 1.0, true, or an error the reference words
   }
-  SpecBuilder b;
-  Loader loader(parsers.operator->(), &b);
+  ScratchBuilder b;  // a per-thread builder: no allocation when the spec is known
+  Loader loader(parsers.operator->(), b.get());
   Outcome o = loader.Run(*it);
   if (o != Outcome::kOk) return o;
-  if (b.nodes.size() == 1 && b.nodes[0].kind == NodeKind::kLeaf) {
+  if (b->nodes.size() == 1 && b->nodes[0].kind == NodeKind::kLeaf) {
     Py_INCREF(LeafSpec());
     *result = LeafSpec();
     return Outcome::kOk;
   }
-  *result = InternBuilder(&b);
+  *result = InternBuilder(b.get());
   return *result != nullptr ? Outcome::kOk : Outcome::kError;
 }
 
