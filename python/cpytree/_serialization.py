@@ -209,7 +209,8 @@ def _treespec_to_json(treespec: Any) -> _TreeSpecSchema:
     else:
         serialized_context = serialize_node_def.to_dumpable_context(treespec.context)
     child_schemas = [_treespec_to_json(child) for child in treespec.children()]
-    return _TreeSpecSchema(serialize_node_def.serialized_type_name, serialized_context, child_schemas)
+    name = serialize_node_def.serialized_type_name
+    return _TreeSpecSchema(name, serialized_context, child_schemas)
 
 
 _SUPPORTED_PROTOCOLS: dict[int, _ProtocolFn] = {}
@@ -393,7 +394,7 @@ def bind_loads(
 
     for function, name in ((treespec_loads, "treespec_loads"), (str_to_pytree, "str_to_pytree")):
         function.__module__ = module
-        function.__qualname__ = function.__name__ = name  # type: ignore[union-attr]
+        function.__qualname__ = function.__name__ = name
     return treespec_loads, str_to_pytree
 
 

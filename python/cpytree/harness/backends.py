@@ -236,7 +236,9 @@ def _torch_style(mod: Any, flatten_against: Callable[[Any], Stager]) -> dict[str
     ops["flatten-paths"] = lambda o: (mod.tree_flatten_with_path, (o.tree,), {})
     ops.update(_spec_ops(structure, flatten_against))
     ops["dumps"] = lambda o: (mod.treespec_dumps, (structure(o.tree),), {})
-    ops["loads"] = lambda o: (uncached(mod.treespec_loads), (mod.treespec_dumps(structure(o.tree)),), {})
+    ops["loads"] = lambda o: (
+        uncached(mod.treespec_loads), (mod.treespec_dumps(structure(o.tree)),), {}
+    )
     return ops
 
 
