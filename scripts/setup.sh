@@ -9,7 +9,7 @@ VENV=${VENV:-.venv}
 # sanitize-pythons` makes one per newer CPython with requirements-sanitize.txt).
 PYTHON=${PYTHON:-python3}
 REQUIREMENTS=${REQUIREMENTS:-requirements-dev.txt}
-APT_PKGS=(libabsl-dev libgtest-dev nlohmann-json3-dev g++ cmake)
+APT_PKGS=(libabsl-dev libgtest-dev nlohmann-json3-dev libsimdjson-dev g++ cmake)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do

@@ -9,8 +9,8 @@
 #    whose extension is stripped (pyproject.toml: install.strip) unless
 #    WHEEL_SYMBOLS=1. Its CMake build tree, build/wheel/<X.Y>/cmake, is kept,
 #    so a rebuild recompiles only what changed.
-# 3. `auditwheel repair`: grafts the abseil shared libraries the extension
-#    links (Debian's libabsl_*.so.20220623) into the wheel under hashed names
+# 3. `auditwheel repair`: grafts the abseil and simdjson shared libraries the
+#    extension links (Debian's libabsl_*.so.20220623, libsimdjson.so.14) into the wheel under hashed names
 #    (cpytree.libs/), points the extension's RPATH at them and retags the wheel
 #    manylinux_<glibc>: the platform tag auditwheel finds the wheel satisfies.
 # Prints the repaired wheel's path on the last line.

@@ -5,6 +5,7 @@
 #include "treespec.h"
 #include "intern.h"
 #include "registry.h"
+#include "serialize.h"
 #include "treespec.h"
 
 namespace cpytree {
@@ -70,6 +71,15 @@ PyMethodDef kModuleMethods[] = {
     {"tree_map_with_path", FASTCALL_KW(PyTreeMapWithPath), kFastKw,
      "tree_map_with_path(func, tree, *rests, is_leaf=None)\n--\n\n"
      "Maps func(keypath, leaf, *rest_leaves) over a pytree."},
+    {"treespec_dumps", FASTCALL_KW(PyTreespecDumps), kFastKw,
+     "treespec_dumps(treespec, protocol=None)\n--\n\n"
+     "The protocol-1 JSON text of a TreeSpec, byte-identical to torch's."},
+    {"treespec_loads", FASTCALL_KW(PyTreespecLoads), kFastKw,
+     "treespec_loads(serialized)\n--\n\n"
+     "The TreeSpec that treespec_dumps wrote as `serialized` (uncached)."},
+    {"_set_serialization", GUARDED(PySetSerialization), METH_O,
+     "_set_serialization(state, /)\n--\n\n"
+     "Hands the Python registry tables and reference functions to dumps/loads."},
     {"keystr", GUARDED(PyKeystr), METH_O,
      "keystr(kp)\n--\n\nThe text of a key path, e.g. \"[0]['a'].x\"."},
     {"key_get", FASTCALL_KW(PyKeyGet), METH_FASTCALL,

@@ -24,6 +24,24 @@ PyObject* KeyList(PyObject* const* keys, std::uint32_t n) {
   return list;
 }
 
+// Appends the nodes and items of engine spec `spec` to `b` (a whole child
+// subtree) and adds its leaf and node counts to *leaves and *count.
+void AppendSpec(SpecBuilder* b, PyObject* spec, std::int64_t* leaves, std::int64_t* count) {
+  const TreeSpecObject* s = reinterpret_cast<const TreeSpecObject*>(spec);
+  SpecView c = ViewOf(s);
+  std::uint32_t offset = static_cast<std::uint32_t>(b->items.size());
+  for (std::int64_t i = 0; i < c.num_nodes; ++i) {
+    Node n = c.nodes[i];
+    n.ctx += offset;
+    b->nodes.push_back(n);
+  }
+  for (PyObject* item : *s->items) b->AddItem(NewRef(item));
+  *leaves += c.root().num_leaves;
+  *count += c.num_nodes;
+}
+
+}  // namespace
+
 // The kind a constructor `type` argument denotes.
 NodeKind KindOfType(PyObject* type) {
   if (type == reinterpret_cast<PyObject*>(&PyTuple_Type)) return NodeKind::kTuple;
@@ -35,6 +53,8 @@ NodeKind KindOfType(PyObject* type) {
   if (type == g_builtins.deque) return NodeKind::kDeque;
   return NodeKind::kCustom;
 }
+
+namespace {
 
 // Appends the keys of a dict-kind context to `b`; checks there is one per child.
 bool AddKeys(SpecBuilder* b, PyObject* type, PyObject* keys, Py_ssize_t arity) {
@@ -55,6 +75,8 @@ bool AddKeys(SpecBuilder* b, PyObject* type, PyObject* keys, Py_ssize_t arity) {
   }
   return true;
 }
+
+}  // namespace
 
 // Appends the root's own context items (pre-order: before the children's).
 bool AddRootItems(SpecBuilder* b, NodeKind kind, PyObject* type, PyObject* context,
@@ -119,24 +141,6 @@ bool AddRootItems(SpecBuilder* b, NodeKind kind, PyObject* type, PyObject* conte
       return true;
   }
 }
-
-// Appends the nodes and items of engine spec `spec` to `b` (a whole child
-// subtree) and adds its leaf and node counts to *leaves and *count.
-void AppendSpec(SpecBuilder* b, PyObject* spec, std::int64_t* leaves, std::int64_t* count) {
-  const TreeSpecObject* s = reinterpret_cast<const TreeSpecObject*>(spec);
-  SpecView c = ViewOf(s);
-  std::uint32_t offset = static_cast<std::uint32_t>(b->items.size());
-  for (std::int64_t i = 0; i < c.num_nodes; ++i) {
-    Node n = c.nodes[i];
-    n.ctx += offset;
-    b->nodes.push_back(n);
-  }
-  for (PyObject* item : *s->items) b->AddItem(NewRef(item));
-  *leaves += c.root().num_leaves;
-  *count += c.num_nodes;
-}
-
-}  // namespace
 
 PyObject* NodeType(SpecView v, std::int64_t i) {
   const Node& n = v.nodes[i];

@@ -147,6 +147,14 @@ PyObject* NodeType(SpecView v, std::int64_t i);
 // The `context` torch reports for node `i` (a fresh list for dict keys). New ref.
 PyObject* NodeContext(SpecView v, std::int64_t i);
 
+// The node kind a TreeSpec `type` denotes (kCustom for any registered type).
+NodeKind KindOfType(PyObject* type);
+// Appends the context items of a node of `kind` with `arity` children, from
+// torch's `context` object, checking it as TreeSpec(...) does. False with an
+// exception.
+bool AddRootItems(SpecBuilder* b, NodeKind kind, PyObject* type, PyObject* context,
+                  Py_ssize_t arity);
+
 // TreeSpec(type, context, children_specs) as torch defines it. New reference.
 PyObject* MakeSpec(PyObject* type, PyObject* context, PyObject* children);
 

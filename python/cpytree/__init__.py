@@ -261,8 +261,22 @@ else:
 
 PyTreeSpec = TreeSpec
 
-# Built with this module's TreeSpec: C++ specs when the engine is active.
-treespec_loads, str_to_pytree = _serialization.bind_loads(TreeSpec, _LEAF_SPEC, __name__)
+
+
+def _reference_loads(serialized: str) -> TreeSpec:
+    """The pure-Python treespec_loads, uncached, building this module's specs."""
+    return cast(TreeSpec, _serialization._loads_uncached(serialized, TreeSpec, _LEAF_SPEC))
+
+
+# treespec_dumps / treespec_loads: the engine's (src/serialize.h), which hand
+# what they do not take natively to the reference. treespec_loads is cached
+# as torch's is; treespec_loads.__wrapped__ is the uncached function.
+if _C is not None:
+    _C._set_serialization(_serialization.engine_state(_reference_loads))
+    treespec_dumps = _C.treespec_dumps
+treespec_loads, str_to_pytree = _serialization.bind_loads(
+    TreeSpec, _LEAF_SPEC, __name__, _C.treespec_loads if _C is not None else None
+)
 
 
 def treespec_leaf() -> TreeSpec:

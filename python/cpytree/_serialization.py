@@ -163,33 +163,54 @@ class _ProtocolFn(NamedTuple):
     json_to_treespec: Callable[..., Any]
 
 
-def _treespec_to_json(treespec: Any) -> _TreeSpecSchema:
-    """The schema of `treespec`, as torch builds it (same checks, same errors)."""
-    if treespec.is_leaf():
-        return _TreeSpecSchema(None, None, [])
-    node_type = treespec.type
+def _serialize_node_def(node_type: Any) -> Any:
+    """The serialization registration of `node_type`, or torch's NotImplementedError."""
     if node_type not in SUPPORTED_SERIALIZED_TYPES:
         raise NotImplementedError(f"Serializing {node_type} in pytree is not registered.")
     serialize_node_def = SUPPORTED_SERIALIZED_TYPES[node_type]
-    serialized_type_name = serialize_node_def.serialized_type_name
-    if serialized_type_name == NO_SERIALIZED_TYPE_NAME_FOUND:
+    if serialize_node_def.serialized_type_name == NO_SERIALIZED_TYPE_NAME_FOUND:
         raise NotImplementedError(
             f"No registered serialization name for {node_type} found. "
             "Please update your _register_pytree_node call with a `serialized_type_name` kwarg."
         )
+    return serialize_node_def
+
+
+def _context_json(context: Any) -> str:
+    """The JSON text of a context without a to_dumpable_context hook (torch's TypeError)."""
+    try:
+        return json.dumps(context, cls=EnumEncoder)
+    except TypeError as e:
+        raise TypeError(
+            "Unable to serialize context. "
+            "Please make the context json dump-able, or register a "
+            "custom serializer using _register_pytree_node."
+        ) from e
+
+
+@dataclasses.dataclass
+class _DumpableBox:
+    value: DumpableContext
+
+
+def _dumpable_json(value: DumpableContext) -> str:
+    """The JSON text torch writes for a to_dumpable_context result inside the
+    spec (dataclasses.asdict turns dataclasses in it into dicts)."""
+    return json.dumps(dataclasses.asdict(_DumpableBox(value))["value"], cls=EnumEncoder)
+
+
+def _treespec_to_json(treespec: Any) -> _TreeSpecSchema:
+    """The schema of `treespec`, as torch builds it (same checks, same errors)."""
+    if treespec.is_leaf():
+        return _TreeSpecSchema(None, None, [])
+    serialize_node_def = _serialize_node_def(treespec.type)
     if serialize_node_def.to_dumpable_context is None:
-        try:
-            serialized_context = json.dumps(treespec.context, cls=EnumEncoder)
-        except TypeError as e:
-            raise TypeError(
-                "Unable to serialize context. "
-                "Please make the context json dump-able, or register a "
-                "custom serializer using _register_pytree_node."
-            ) from e
+        serialized_context = _context_json(treespec.context)
     else:
         serialized_context = serialize_node_def.to_dumpable_context(treespec.context)
     child_schemas = [_treespec_to_json(child) for child in treespec.children()]
-    return _TreeSpecSchema(serialized_type_name, serialized_context, child_schemas)
+    name = serialize_node_def.serialized_type_name
+    return _TreeSpecSchema(name, serialized_context, child_schemas)
 
 
 _SUPPORTED_PROTOCOLS: dict[int, _ProtocolFn] = {}
@@ -319,34 +340,48 @@ _DONE: Any = object()
 _SUPPORTED_PROTOCOLS[1] = _ProtocolFn(_treespec_to_json, _json_to_treespec)
 
 
+def _loads_uncached(serialized: str, treespec_type: Any, leaf_spec: Any) -> Any:
+    """The spec `serialized` describes, built with `treespec_type` (no cache)."""
+    decoded = json.loads(serialized)
+    if type(decoded) is not list or len(decoded) != 2:
+        raise ValueError(
+            "Malformed serialized treespec: expected a JSON array [protocol, treespec], "
+            f"got {_short_repr(decoded)}"
+        )
+    protocol, json_schema = decoded
+    if not isinstance(protocol, (int, float)) or protocol not in _SUPPORTED_PROTOCOLS:
+        raise ValueError(
+            f"Unknown protocol {_short_repr(protocol)}. "
+            f"Available protocols: {list(_SUPPORTED_PROTOCOLS.keys())}",
+        )
+    # `protocol` equals an int key; a float such as 1.0 finds the same entry as int(1.0).
+    protocol_fns = _SUPPORTED_PROTOCOLS[int(protocol)]
+    return protocol_fns.json_to_treespec(json_schema, treespec_type, leaf_spec)
+
+
 def bind_loads(
-    treespec_type: Any, leaf_spec: Any, module: str
+    treespec_type: Any,
+    leaf_spec: Any,
+    module: str,
+    engine_loads: Callable[[str], Any] | None = None,
 ) -> tuple[Callable[[str], Any], Callable[[str], Any]]:
     """`(treespec_loads, str_to_pytree)` building specs of `treespec_type`.
 
     `treespec_loads` is cached on the input string as torch's is
-    (`functools.lru_cache`), so equal strings give the same spec object.
+    (`functools.lru_cache`), so equal strings give the same spec object; its
+    `__wrapped__` is the uncached function. That is `engine_loads` when given
+    (the C++ engine's, which hands what it does not take natively to the
+    reference: `reference_loads(engine_loads)`), else the pure-Python loads.
     """
     _register_spec_type(treespec_type)
 
-    @functools.lru_cache
-    def treespec_loads(serialized: str) -> Any:
+    def reference_loads(serialized: str) -> Any:
         """The spec that `treespec_dumps` wrote as `serialized` (see `cpytree._serialization`)."""
-        decoded = json.loads(serialized)
-        if type(decoded) is not list or len(decoded) != 2:
-            raise ValueError(
-                "Malformed serialized treespec: expected a JSON array [protocol, treespec], "
-                f"got {_short_repr(decoded)}"
-            )
-        protocol, json_schema = decoded
-        if not isinstance(protocol, (int, float)) or protocol not in _SUPPORTED_PROTOCOLS:
-            raise ValueError(
-                f"Unknown protocol {_short_repr(protocol)}. "
-                f"Available protocols: {list(_SUPPORTED_PROTOCOLS.keys())}",
-            )
-        # `protocol` equals an int key; a float such as 1.0 finds the same entry as int(1.0).
-        protocol_fns = _SUPPORTED_PROTOCOLS[int(protocol)]
-        return protocol_fns.json_to_treespec(json_schema, treespec_type, leaf_spec)
+        return _loads_uncached(serialized, treespec_type, leaf_spec)
+
+    uncached = engine_loads if engine_loads is not None else reference_loads
+    treespec_loads = functools.lru_cache(uncached)
+    treespec_loads.__doc__ = reference_loads.__doc__
 
     def str_to_pytree(json: str) -> Any:  # noqa: A002 (torch's parameter name)
         """Deprecated (FutureWarning): `treespec_loads`."""
@@ -357,10 +392,30 @@ def bind_loads(
         )
         return treespec_loads(json)
 
-    for function in (treespec_loads, str_to_pytree):
+    for function, name in ((treespec_loads, "treespec_loads"), (str_to_pytree, "str_to_pytree")):
         function.__module__ = module
-        function.__qualname__ = function.__name__
+        function.__qualname__ = function.__name__ = name
     return treespec_loads, str_to_pytree
+
+
+def engine_state(reference_loads: Callable[[str], Any]) -> tuple[Any, ...]:
+    """What the C++ engine's dumps/loads need (`_C._set_serialization`; see src/serialize.h)."""
+    from . import _nodes
+
+    return (
+        SUPPORTED_SERIALIZED_TYPES,
+        SERIALIZED_TYPE_TO_PYTHON_TYPE,
+        NO_SERIALIZED_TYPE_NAME_FOUND,
+        _nodes._namedtuple_serialize,
+        _nodes._namedtuple_deserialize,
+        _nodes._defaultdict_serialize,
+        enum_object_hook,
+        treespec_dumps,
+        reference_loads,
+        _serialize_node_def,
+        _context_json,
+        _dumpable_json,
+    )
 
 
 # --------------------------------------------------------------------------

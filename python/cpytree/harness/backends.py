@@ -19,7 +19,11 @@ Ops (what cpytree and torch run):
                  exported or compiled graph does: spec.flatten(twin) (cpytree),
                  torch.fx._pytree.tree_flatten_spec(twin, spec) (torch)
   spec-eq        spec == spec_of_twin: two separately built specs
-  dumps, loads   treespec_dumps(spec), treespec_loads(text)
+  dumps, loads   treespec_dumps(spec), treespec_loads(text); loads is timed
+                 uncached: where a backend's treespec_loads is an lru_cache
+                 (torch's, cpytree's: equal strings give one spec object), the
+                 function it wraps (`treespec_loads.__wrapped__`) runs, else
+                 every repetition after the first is a cache hit.
 
 A backend that cannot be imported is returned with `available=False` and
 the reason; discovery never raises.
@@ -232,8 +236,15 @@ def _torch_style(mod: Any, flatten_against: Callable[[Any], Stager]) -> dict[str
     ops["flatten-paths"] = lambda o: (mod.tree_flatten_with_path, (o.tree,), {})
     ops.update(_spec_ops(structure, flatten_against))
     ops["dumps"] = lambda o: (mod.treespec_dumps, (structure(o.tree),), {})
-    ops["loads"] = lambda o: (mod.treespec_loads, (mod.treespec_dumps(structure(o.tree)),), {})
+    ops["loads"] = lambda o: (
+        uncached(mod.treespec_loads), (mod.treespec_dumps(structure(o.tree)),), {}
+    )
     return ops
+
+
+def uncached(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` without its functools cache, if it has one (see the loads op)."""
+    return getattr(fn, "__wrapped__", fn) if hasattr(fn, "cache_info") else fn
 
 
 # (backend name, class) pairs registered in this process: registries are global.

@@ -66,6 +66,11 @@ def _method_md(meta: dict[str, Any]) -> str:
             "- cpytree interns specs: two specs of one structure are one object, so its "
             "spec equality is a pointer comparison; the peers compare node by node."
         ),
+        (
+            "- loads is timed without caches: torch's and cpytree's `treespec_loads` are "
+            "`functools.lru_cache`d on the input string, so the function they wrap "
+            "(`treespec_loads.__wrapped__`) is what runs."
+        ),
     ]
     if "scaling" in s:
         sc = s["scaling"]

@@ -1,0 +1,64 @@
+// treespec_dumps / treespec_loads of the engine: protocol-1 JSON, byte for
+// byte what torch.utils._pytree writes (see python/cpytree/_serialization.py,
+// the reference, for the format and the rules on untrusted input).
+//
+// Both are fast paths in front of the pure-Python reference: the engine
+// handles engine specs and well-formed text natively and hands anything
+// else to the reference functions it was given (`_set_serialization`):
+//   - dumps: a spec that is no engine TreeSpec, an unusual protocol
+//     argument, a node type without a usable registration (the reference
+//     raises torch's error); a context the native writer does not cover
+//     (objects other than None/bool/int/float/str/list/tuple/dict, deep or
+//     cyclic values) is written by Python's json for that one context.
+//   - loads: a non-str argument, text the JSON parser (simdjson) rejects or
+//     any malformed spec: the reference loads the text again and returns
+//     what it returns or raises its exact error. A context hook that raises
+//     propagates at once, as in the reference.
+// The registry of record is Python's (`SUPPORTED_SERIALIZED_TYPES`,
+// `SERIALIZED_TYPE_TO_PYTHON_TYPE`); both functions read it on every call.
+//
+//   _C._set_serialization(state)   # once, from cpytree/__init__.py
+//   text = _C.treespec_dumps(spec)
+//   spec = _C.treespec_loads(text)
+#ifndef CPYTREE_SRC_SERIALIZE_H_
+#define CPYTREE_SRC_SERIALIZE_H_
+
+#include <string>
+
+#include "common.h"
+
+namespace cpytree {
+
+// The Python objects the serializer needs, set once by _set_serialization
+// (module import, under the import lock) and never changed after. Strong
+// references; all null until set (then dumps/loads raise RuntimeError).
+struct SerializationState {
+  PyObject* supported_serialized_types;      // dict: type -> _SerializeNodeDef
+  PyObject* serialized_type_to_python_type;  // dict: name -> type
+  PyObject* no_name;                         // "NO_SERIALIZED_TYPE_NAME_FOUND"
+  PyObject* namedtuple_serialize;            // builtin hooks, recognised by identity
+  PyObject* namedtuple_deserialize;
+  PyObject* defaultdict_serialize;
+  PyObject* enum_object_hook;                // json object_hook of hookless contexts
+  PyObject* fallback_dumps;                  // reference treespec_dumps(spec, protocol)
+  PyObject* fallback_loads;                  // reference loads, uncached
+  PyObject* serialize_node_def;              // (type) -> _SerializeNodeDef or raises
+  PyObject* context_json;                    // (context) -> json.dumps(ctx, EnumEncoder)
+  PyObject* dumpable_json;                   // (value) -> json of asdict'ed value
+};
+extern SerializationState g_serial;
+
+// Appends `s` as a JSON string literal as json.dumps writes it
+// (ensure_ascii: every code point outside printable ASCII as \uXXXX).
+void AppendJsonStr(std::string* out, PyObject* s);
+
+// _set_serialization(state: tuple, /)
+PyObject* PySetSerialization(PyObject*, PyObject* state);
+// treespec_dumps(treespec, protocol=None)
+PyObject* PyTreespecDumps(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+// treespec_loads(serialized): uncached (the package wraps it in lru_cache).
+PyObject* PyTreespecLoads(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+
+}  // namespace cpytree
+
+#endif  // CPYTREE_SRC_SERIALIZE_H_

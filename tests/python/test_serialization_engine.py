@@ -1,0 +1,260 @@
+"""The C++ engine's treespec_dumps / treespec_loads (src/serialize.cc,
+src/deserialize.cc) against torch 2.13 and the pure-Python reference.
+
+* dumps: byte-identical to torch and to the reference on generated trees of
+  every builtin kind, with keys and contexts of every JSON scalar type
+  (int/float/bool/None keys, non-ASCII and control characters, floats json
+  writes specially) and custom nodes with and without hooks;
+* loads (uncached, `treespec_loads.__wrapped__`): the spec the reference
+  loads, on torch's strings and on mutated (hostile) strings, where both
+  raise the same exception type and message;
+* the public `treespec_loads` stays an lru_cache over the engine function.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict, defaultdict, deque
+from typing import Any, NamedTuple
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import cpytree
+import cpytree._reference as ref
+
+try:
+    import torch.utils._pytree as torch_pytree
+except ImportError:  # pragma: no cover - torch is optional
+    torch_pytree = None
+
+pytestmark = pytest.mark.skipif(cpytree.ENGINE != "cpp", reason="the C++ engine is not active")
+needs_torch = pytest.mark.skipif(torch_pytree is None, reason="torch is not importable")
+
+engine_loads = cpytree.treespec_loads.__wrapped__
+
+
+class Pair(NamedTuple):
+    a: Any
+    b: Any
+
+
+class Box:
+    """A custom node with a plain JSON context (a dict with scalar values)."""
+
+    def __init__(self, meta: Any, children: list[Any]) -> None:
+        self.meta, self.children = meta, children
+
+
+class Hooked:
+    """A custom node with to/from_dumpable_context hooks."""
+
+    def __init__(self, tag: Any, children: list[Any]) -> None:
+        self.tag, self.children = tag, children
+
+
+def _register(mod: Any) -> None:
+    mod._register_namedtuple(Pair, serialized_type_name="tests.serialization_engine.Pair")
+    mod.register_pytree_node(
+        Box,
+        lambda b: (b.children, b.meta),
+        lambda values, meta: Box(meta, list(values)),
+        serialized_type_name="tests.serialization_engine.Box",
+    )
+    mod.register_pytree_node(
+        Hooked,
+        lambda h: (h.children, h.tag),
+        lambda values, tag: Hooked(tag, list(values)),
+        serialized_type_name="tests.serialization_engine.Hooked",
+        to_dumpable_context=lambda tag: {"tag": tag, "v": [1, 2.5, None]},
+        from_dumpable_context=lambda d: d["tag"],
+    )
+
+
+_register(cpytree)
+if torch_pytree is not None:
+    _register(torch_pytree)
+
+_text = st.text(alphabet=st.characters(codec="utf-8"), max_size=5) | st.sampled_from(
+    ["", "é", "\u2603", "\U0001f600", "\x00\x1f\x7f", '"\\/', "ключ"]
+)
+_floats = st.floats(allow_nan=False) | st.sampled_from(
+    [0.0, -0.0, 1e16, 1e-5, 1.5, 1e300, float("inf"), float("-inf")]
+)
+_keys = st.one_of(_text, st.integers(-(2**70), 2**70), _floats, st.booleans(), st.none())
+_scalars = st.one_of(_text, st.integers(-(2**70), 2**70), _floats, st.booleans(), st.none())
+_json_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def _containers(children: Any) -> Any:
+    return st.one_of(
+        st.lists(children, max_size=3),
+        st.lists(children, max_size=3).map(tuple),
+        st.dictionaries(_keys, children, max_size=3),
+        st.dictionaries(_keys, children, max_size=3).map(OrderedDict),
+        st.dictionaries(_keys, children, max_size=3).map(lambda d: defaultdict(list, d)),
+        st.tuples(st.lists(children, max_size=3), st.one_of(st.none(), st.integers(0, 4))).map(
+            lambda pair: deque(pair[0], maxlen=pair[1])
+        ),
+        st.tuples(children, children).map(lambda xy: Pair(*xy)),
+        st.tuples(_json_values, st.lists(children, max_size=2)).map(lambda p: Box(*p)),
+        st.tuples(_text, st.lists(children, max_size=2)).map(lambda p: Hooked(*p)),
+    )
+
+
+_trees = st.recursive(st.one_of(st.none(), st.integers()), _containers, max_leaves=10)
+
+
+def _outcome(fn: Any, *args: Any) -> Any:
+    try:
+        return ("ok", fn(*args))
+    except Exception as e:  # noqa: BLE001 - the exception is the result compared
+        return ("exc", type(e), str(e))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal outcomes: specs (of either class) that dump to the same text, or
+    the same exception type and message."""
+    if a[0] == "ok" and b[0] == "ok":
+        return bool(_outcome(ref.treespec_dumps, a[1]) == _outcome(ref.treespec_dumps, b[1]))
+    return bool(a == b)
+
+
+@given(tree=_trees)
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+def test_dumps_matches_reference_and_torch(tree: Any) -> None:
+    spec = cpytree.tree_structure(tree)
+    ours = _outcome(cpytree.treespec_dumps, spec)
+    assert ours == _outcome(ref.treespec_dumps, ref.tree_structure(tree))
+    if torch_pytree is not None:
+        theirs = _outcome(torch_pytree.treespec_dumps, torch_pytree.tree_structure(tree))
+        assert ours[:2] == theirs[:2]
+        if ours[0] == "ok":
+            assert ours == theirs
+    if ours[0] == "ok":
+        text = ours[1]
+        assert _same(_outcome(engine_loads, text), _outcome(ref.treespec_loads, text))
+        assert cpytree.treespec_dumps(engine_loads(text)) == text
+
+
+def _mutations(text: str) -> Any:
+    """Strategies of strings near `text`: cut, byte edits, token swaps."""
+    n = len(text)
+    tokens = ['"null"', "null", '"builtins.list"', '"builtins.dict"', "[]", "{}", "-0", "1.0",
+              "true", "NaN", '"\\ud800"', '"x"', "1e999", "18446744073709551616", ","]
+    return st.one_of(
+        st.integers(0, n).map(lambda i: text[:i]),
+        st.tuples(st.integers(0, max(n - 1, 0)), st.sampled_from(tokens)).map(
+            lambda p: text[: p[0]] + p[1] + text[p[0] + 1 :]
+        ),
+        st.tuples(st.integers(0, n), st.sampled_from(tokens)).map(
+            lambda p: text[: p[0]] + p[1] + text[p[0] :]
+        ),
+        st.sampled_from(tokens).map(lambda t: text.replace('"null"', t, 1)),
+        st.sampled_from(tokens).map(lambda t: text.replace("[1, ", "[" + t + ", ", 1)),
+    )
+
+
+@given(data=st.data(), tree=_trees)
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+def test_hostile_loads_match_reference(data: Any, tree: Any) -> None:
+    try:
+        text = ref.treespec_dumps(ref.tree_structure(tree))
+    except Exception:  # noqa: BLE001 - a tree torch cannot dump
+        return
+    bad = data.draw(_mutations(text))
+    ours = _outcome(engine_loads, bad)
+    assert _same(ours, _outcome(ref.treespec_loads.__wrapped__, bad)), bad
+
+
+HOSTILE_TEXTS = [
+    "[1, {}]",
+    "[true, {\"type\": null, \"context\": null, \"children_spec\": []}]",
+    "[1.0, {\"type\": null, \"context\": null, \"children_spec\": []}]",
+    '[1, {"type": "builtins.dict", "context": "[-0]", "children_spec": '
+    '[{"type": null, "context": null, "children_spec": []}]}]',
+    '[1, {"type": "builtins.dict", "context": "[NaN]", "children_spec": '
+    '[{"type": null, "context": null, "children_spec": []}]}]',
+    '[1, {"type": "builtins.dict", "context": "[18446744073709551616]", "children_spec": '
+    '[{"type": null, "context": null, "children_spec": []}]}]',
+    '[1, {"type": "builtins.list", "context": " null ", "children_spec": []}]',
+    '[1, {"type": "builtins.list", "type": "builtins.tuple", "context": "null", '
+    '"children_spec": [], "extra": 1}]',
+    '[1, {"type": "collections.deque", "context": "3.0", "children_spec": []}]',
+    '[1, {"type": "collections.deque", "context": "true", "children_spec": []}]',
+    '[1, {"type": "tests.serialization_engine.Box", "context": "{\\"a\\": 1, \\"a\\": 2}", '
+    '"children_spec": []}]',
+    '[1, {"type": "builtins.dict", "context": "[\\"\\u0000\\"]", "children_spec": '
+    '[{"type": null, "context": null, "children_spec": []}]}]',
+    '\ufeff[1, {"type": null, "context": null, "children_spec": []}]',
+    '[1, {"type": null, "context": null, "children_spec": []}] ',
+    '[1, {"type": "builtins.list", "context": "null", "children_spec": ["\x01"]}]',
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE_TEXTS)
+def test_listed_hostile_loads_match_reference(text: str) -> None:
+    ours = _outcome(engine_loads, text)
+    assert _same(ours, _outcome(ref.treespec_loads.__wrapped__, text))
+
+
+@needs_torch
+@given(tree=_trees)
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+def test_loads_of_torch_strings_equal_torch_loads(tree: Any) -> None:
+    try:
+        text = torch_pytree.treespec_dumps(torch_pytree.tree_structure(tree))
+    except Exception:  # noqa: BLE001 - a tree torch cannot dump
+        return
+    theirs = _outcome(torch_pytree.treespec_loads.__wrapped__, text)
+    ours = _outcome(engine_loads, text)
+    assert ours[0] == theirs[0]
+    if ours[0] == "ok":
+        assert cpytree.treespec_dumps(ours[1]) == torch_pytree.treespec_dumps(theirs[1])
+
+
+def test_loads_is_an_lru_cache_over_the_engine_function() -> None:
+    assert engine_loads is cpytree._C.treespec_loads
+    text = cpytree.treespec_dumps(cpytree.tree_structure({"a": [1, (2,)]}))
+    assert cpytree.treespec_loads(text) is cpytree.treespec_loads(text)
+    assert engine_loads(text) == cpytree.treespec_loads(text)
+    assert cpytree.treespec_loads.__name__ == "treespec_loads"
+
+
+def test_dumps_calls_hooks_once_per_node_in_pre_order() -> None:
+    calls: list[str] = []
+
+    class Traced:
+        def __init__(self, name: str, children: list[Any]) -> None:
+            self.name, self.children = name, children
+
+    cpytree.register_pytree_node(
+        Traced,
+        lambda t: (t.children, t.name),
+        lambda values, name: Traced(name, list(values)),
+        serialized_type_name="tests.serialization_engine.Traced",
+        to_dumpable_context=lambda name: calls.append("to " + name) or name,
+        from_dumpable_context=lambda name: calls.append("from " + name) or name,
+    )
+    try:
+        tree = Traced("root", [Traced("a", [1]), [Traced("b", [])]])
+        text = cpytree.treespec_dumps(cpytree.tree_structure(tree))
+        engine_loads(text)
+        assert calls == ["to root", "to a", "to b", "from root", "from a", "from b"]
+    finally:
+        cpytree._deregister_pytree_node(Traced)
+
+
+def test_dumps_falls_back_for_other_spec_classes_and_protocols() -> None:
+    tree = {"a": [1, Pair(2, 3)]}
+    text = ref.treespec_dumps(ref.tree_structure(tree))
+    assert cpytree.treespec_dumps(ref.tree_structure(tree)) == text
+    assert cpytree.treespec_dumps(cpytree.tree_structure(tree), protocol=1) == text
+    with pytest.raises(ValueError, match="Unknown protocol 2"):
+        cpytree.treespec_dumps(cpytree.tree_structure(tree), 2)
+    with pytest.raises(TypeError, match="Expected `treespec`"):
+        cpytree.treespec_dumps(json.dumps(tree))
