@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything the build, the tests and the harness need, idempotently:
-# Debian packages (abseil, googletest, nlohmann-json) and a project virtualenv
+# Debian packages (abseil, googletest, nlohmann-json, simdjson) and a project virtualenv
 # with the Python build and test dependencies and the peer pytree libraries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +9,7 @@ VENV=${VENV:-.venv}
 # sanitize-pythons` makes one per newer CPython with requirements-sanitize.txt).
 PYTHON=${PYTHON:-python3}
 REQUIREMENTS=${REQUIREMENTS:-requirements-dev.txt}
-APT_PKGS=(libabsl-dev libgtest-dev nlohmann-json3-dev g++ cmake)
+APT_PKGS=(libabsl-dev libgtest-dev nlohmann-json3-dev libsimdjson-dev g++ cmake)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do
