@@ -36,13 +36,16 @@ test-cpp: setup
 	@flock build.lock $(VENV)/bin/cmake --build $(CPPBUILD) -j $(JOBS)
 	@flock build.lock $(VENV)/bin/ctest --test-dir $(CPPBUILD) --output-on-failure -j $(JOBS)
 
-# C++ micro-benchmark of the header library (Release build of benchmarks/cpp).
+# C++ micro-benchmark of the header library (Release build of benchmarks/cpp),
+# then the Python engine on the same tree (benchmarks/cpp/engine_compare.py;
+# skipped with a note when the extension is not built: `make build`).
 CPPBENCH := build/cpp-bench
 bench-cpp: setup
 	@$(VENV)/bin/cmake -S . -B $(CPPBENCH) -G Ninja -DCPYTREE_BUILD_BENCHMARKS=ON -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV))/bin/ninja >/dev/null
 	@flock build.lock $(VENV)/bin/cmake --build $(CPPBENCH) -j $(JOBS) --target cpytree_bench
 	@$(CPPBENCH)/benchmarks/cpp/cpytree_bench $(BENCH_CPP_ARGS)
+	@$(PY) benchmarks/cpp/engine_compare.py $(BENCH_CPP_ARGS)
 
 test-python: build
 	@$(PY) -m pytest -q tests/python

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything the build, the tests and the harness need, idempotently:
-# Debian packages (abseil, googletest, nlohmann-json) and a project virtualenv
+# Debian packages (abseil, googletest, nlohmann-json, simdjson) and a project virtualenv
 # with the Python build and test dependencies and the peer pytree libraries.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -213,6 +213,40 @@ class Flattener {
   LeafVector* leaves_;  // nullptr when L is void
 };
 
+// Sizes of a Tree's spec arrays and leaf list, counted before flattening so
+// that each array is allocated once (growing them moved every Value twice).
+struct TreeCounts {
+  std::size_t nodes = 0;
+  std::size_t leaves = 0;
+  std::size_t items = 0;
+};
+
+template <class T>
+void CountTree(const Tree<T>& t, TreeCounts* counts) {
+  ++counts->nodes;
+  if (t.is_leaf()) {
+    ++counts->leaves;
+    return;
+  }
+  counts->items += t.context_items().size();
+  for (const Tree<T>& c : t.children()) CountTree(c, counts);
+}
+
+// Reserves `data` and `leaves` for flattening `x` (Trees only; other values
+// are not counted, their arrays grow as they are filled).
+template <class X, class LeafVector>
+void ReserveFor(const X& x, SpecData* data, LeafVector* leaves) {
+  if constexpr (IsTree<X>::value) {
+    TreeCounts counts;
+    CountTree(x, &counts);
+    if (data != nullptr) {
+      data->nodes.reserve(counts.nodes);
+      data->items.reserve(counts.items);
+    }
+    if (leaves != nullptr) leaves->reserve(counts.leaves);
+  }
+}
+
 // One step of a key path, kept as a linked list and formatted only on error.
 struct KeyPathStep {
   const KeyPathStep* parent;  // nullptr at the root
@@ -475,6 +509,7 @@ template <class L, class X>
 FlattenResult<L> FlattenAs(const X& x) {
   auto data = std::make_shared<internal::SpecData>();
   std::vector<L> leaves;
+  internal::ReserveFor(x, data.get(), &leaves);
   internal::Flattener<L>(data.get(), &leaves).Add(x);
   return FlattenResult<L>{std::move(leaves), internal::SpecAccess::FromData(std::move(data))};
 }
@@ -498,6 +533,7 @@ auto Leaves(const X& x) {
                 "cpytree::Leaves: the leaves have different C++ types");
   using Leaf = std::conditional_t<std::is_same_v<L, NoLeaves>, Value, L>;
   std::vector<Leaf> leaves;
+  internal::ReserveFor(x, nullptr, &leaves);
   internal::Flattener<Leaf, false>(nullptr, &leaves).Add(x);
   return leaves;
 }
@@ -506,6 +542,7 @@ auto Leaves(const X& x) {
 template <class X>
 TreeSpec Structure(const X& x) {
   auto data = std::make_shared<internal::SpecData>();
+  internal::ReserveFor(x, data.get(), static_cast<std::vector<char>*>(nullptr));
   internal::Flattener<void>(data.get(), nullptr).Add(x);
   return internal::SpecAccess::FromData(std::move(data));
 }

@@ -27,11 +27,16 @@
 // Limits: JSON nesting is bounded (internal::kDefaultMaxJsonDepth); NaN and
 // Infinity (which Python writes for such float keys) are rejected on input;
 // ints beyond about 1e308 are rejected (nlohmann reads them as doubles).
+//
+// Speed: Loads parses with simdjson and reads its DOM straight into the spec;
+// anything that path declines or rejects is read again by the nlohmann
+// reference path, which gives the error (internal/json_reader.h says why).
 #ifndef CPYTREE_JSON_H_
 #define CPYTREE_JSON_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
@@ -192,6 +197,8 @@ struct SchemaPath {
 // Reads protocol-1 schemas into SpecData (nodes post-order, items pre-order).
 class SchemaReader {
  public:
+  friend class FastSchemaReader;
+
   explicit SchemaReader(SpecData* out) : out_(out) {}
 
   // Appends the subtree described by `schema`; returns its root's node.
@@ -238,7 +245,7 @@ class SchemaReader {
     if (v == nullptr) Fail(std::string("a spec node needs the key \"") + key + "\"", path);
     return *v;
   }
-  static NodeKind KindOf(const std::string& type) {
+  static NodeKind KindOf(std::string_view type) {
     if (type == "builtins.tuple") return NodeKind::kTuple;
     if (type == "builtins.list") return NodeKind::kList;
     if (type == "builtins.dict") return NodeKind::kDict;
@@ -337,6 +344,180 @@ class SchemaReader {
   SpecData* out_;
 };
 
+// Reads a protocol-1 document from simdjson's DOM straight into SpecData
+// (no Value for the document itself: only context items become Values).
+// Accepts only what SchemaReader accepts, with the same result, and declines
+// (returns false) everything else, including shapes SchemaReader would still
+// accept (extra members, a tuple context like " null ", deep nesting): Loads
+// then runs the reference path (nlohmann + SchemaReader), which accepts them
+// or throws the ParseError with its offset or JSON path.
+class FastSchemaReader {
+ public:
+  // True when `key` is `name` (a literal; a fixed-size compare the compiler inlines).
+  template <std::size_t N>
+  static bool KeyIs(std::string_view key, const char (&name)[N]) {
+    return key.size() == N - 1 && std::memcmp(key.data(), name, N - 1) == 0;
+  }
+
+  // `inner` parses the contexts stored as JSON text; it must not be the
+  // parser that holds the document being read.
+  FastSchemaReader(SpecData* out, simdjson::dom::parser* inner) : out_(out), inner_(inner) {}
+
+  // Reads `[1, schema]`; false when declined (`*out` is then partly filled).
+  bool ReadDocument(simdjson::dom::element doc) {
+    simdjson::dom::array top;
+    if (doc.get_array().get(top) != simdjson::SUCCESS || top.size() != 2) return false;
+    std::int64_t protocol;
+    if (top.at(0).get_int64().get(protocol) != simdjson::SUCCESS || protocol != 1) return false;
+    Node root;
+    return Read(top.at(1).value_unsafe(), &root);
+  }
+
+ private:
+  using Element = simdjson::dom::element;
+
+  bool Read(Element schema, Node* node) {
+    simdjson::dom::object fields;
+    if (schema.get_object().get(fields) != simdjson::SUCCESS || fields.size() != 3) return false;
+    Element type, context, children;
+    int seen = 0;  // bit per member: exactly the three names, each once
+    for (simdjson::dom::key_value_pair kv : fields) {
+      if (KeyIs(kv.key, "type")) {
+        type = kv.value, seen |= 1;
+      } else if (KeyIs(kv.key, "context")) {
+        context = kv.value, seen |= 2;
+      } else if (KeyIs(kv.key, "children_spec")) {
+        children = kv.value, seen |= 4;
+      }
+    }
+    simdjson::dom::array kids;
+    if (seen != 7 || children.get_array().get(kids) != simdjson::SUCCESS) return false;
+    std::uint32_t ctx = static_cast<std::uint32_t>(out_->items.size());
+    if (type.is_null()) {
+      if (!context.is_null() || kids.size() != 0) return false;
+      out_->nodes.push_back(MakeNode(NodeKind::kLeaf, 0, ctx, 1, 1));
+      *node = out_->nodes.back();
+      return true;
+    }
+    std::string_view type_name;
+    if (type.get_string().get(type_name) != simdjson::SUCCESS || type_name.empty()) return false;
+    std::size_t arity = kids.size();
+    NodeKind kind = SchemaReader::KindOf(type_name);
+    if (arity > std::numeric_limits<std::uint32_t>::max() ||
+        !ReadContext(kind, type_name, context, arity) ||
+        out_->items.size() > std::numeric_limits<std::uint32_t>::max()) {
+      return false;
+    }
+    std::int64_t leaves = 0, count = 1;
+    for (Element kid : kids) {
+      Node c;
+      if (!Read(kid, &c)) return false;
+      leaves += c.num_leaves;
+      count += c.num_nodes;
+    }
+    out_->nodes.push_back(MakeNode(kind, static_cast<std::uint32_t>(arity), ctx, leaves, count));
+    *node = out_->nodes.back();
+    return true;
+  }
+
+  // Parses a context stored as JSON text in a JSON string (the inner parser
+  // is reused; the outer document lives in another parser).
+  bool ParseInner(Element context, Element* out) {
+    std::string_view text;
+    if (context.get_string().get(text) != simdjson::SUCCESS) return false;
+    return inner_->parse(text.data(), text.size()).get(*out) == simdjson::SUCCESS;
+  }
+  // Appends `arity` keys from a JSON list element.
+  bool AppendKeys(Element keys, std::size_t arity) {
+    simdjson::dom::array list;
+    if (keys.get_array().get(list) != simdjson::SUCCESS || list.size() != arity) return false;
+    std::vector<Value>& items = out_->items;
+    for (Element k : list) {
+      if (k.is_string()) {  // the common key, built in place
+        items.emplace_back(k.get_string().value_unsafe());
+        continue;
+      }
+      items.emplace_back();
+      if (!FastValue(k, &items.back())) return false;
+    }
+    return true;
+  }
+  bool ReadContext(NodeKind kind, std::string_view type, Element context, std::size_t arity) {
+    std::vector<Value>& items = out_->items;
+    switch (kind) {
+      case NodeKind::kTuple:
+      case NodeKind::kList: {
+        std::string_view text;
+        return context.get_string().get(text) == simdjson::SUCCESS && text == "null";
+      }
+      case NodeKind::kDict:
+      case NodeKind::kOrderedDict: {
+        Element keys;
+        return ParseInner(context, &keys) && AppendKeys(keys, arity);
+      }
+      case NodeKind::kDefaultDict: {
+        simdjson::dom::object o;
+        if (context.get_object().get(o) != simdjson::SUCCESS || o.size() != 3) return false;
+        Element module, name, keys;
+        int seen = 0;
+        for (simdjson::dom::key_value_pair kv : o) {
+          if (KeyIs(kv.key, "default_factory_module")) {
+            module = kv.value, seen |= 1;
+          } else if (KeyIs(kv.key, "default_factory_name")) {
+            name = kv.value, seen |= 2;
+          } else if (KeyIs(kv.key, "dict_context")) {
+            keys = kv.value, seen |= 4;
+          }
+        }
+        if (seen != 7 || !module.is_string() || !name.is_string()) return false;
+        items.push_back(Value::MakeList({Value(module.get_string().value_unsafe()),
+                                         Value(name.get_string().value_unsafe())}));
+        return AppendKeys(keys, arity);
+      }
+      case NodeKind::kNamedTuple: {
+        std::string_view name;
+        if (context.get_string().get(name) != simdjson::SUCCESS || name.empty()) return false;
+        items.emplace_back(name);
+        return true;
+      }
+      case NodeKind::kDeque: {
+        Element maxlen;
+        if (!ParseInner(context, &maxlen)) return false;
+        if (maxlen.is_null()) {
+          items.emplace_back();
+          return true;
+        }
+        std::int64_t n;
+        if (!maxlen.is_int64() || maxlen.get_int64().get(n) != simdjson::SUCCESS || n < 0) {
+          return false;
+        }
+        items.emplace_back(n);
+        return true;
+      }
+      case NodeKind::kCustom:
+        items.emplace_back(type);
+        items.emplace_back();
+        return FastValue(context, &items.back());
+      case NodeKind::kLeaf:
+        return false;
+    }
+    return false;
+  }
+
+  SpecData* out_;
+  simdjson::dom::parser* inner_;
+};
+
+// The two simdjson parsers of one Loads: the document's and the contexts'.
+struct LoadsParsers {
+  simdjson::dom::parser document;
+  simdjson::dom::parser contexts;
+};
+
+// Texts up to this size are read with the calling thread's LoadsParsers,
+// larger ones with parsers of their own (see Loads).
+inline constexpr std::size_t kMaxReusedParserText = std::size_t{1} << 18;
+
 }  // namespace internal
 
 inline std::string DumpsValue(const Value& value) {
@@ -361,7 +542,37 @@ inline std::string Dumps(const TreeSpec& spec, int protocol) {
 }
 
 inline TreeSpec Loads(std::string_view text) {
-  Value doc = internal::ReadJson(text, internal::kDefaultMaxJsonDepth);
+  {
+    // The parsers are reused per thread: a fresh parser's buffers (several
+    // times the text) are big enough for malloc to map them anew on each
+    // call, and faulting them in cost more than the parse itself (bench spec
+    // of 112 KB: 380 us with fresh parsers, 160 us reused). A thread keeps
+    // the buffers of its largest text up to kMaxReusedParserText; larger
+    // texts get parsers of their own. Loads calls no user code, so the
+    // thread's parsers are never in use twice.
+    std::unique_ptr<internal::LoadsParsers> own;
+    internal::LoadsParsers* parsers;
+    if (text.size() <= internal::kMaxReusedParserText) {
+      thread_local internal::LoadsParsers reused;
+      parsers = &reused;
+    } else {
+      own = std::make_unique<internal::LoadsParsers>();
+      parsers = own.get();
+    }
+    simdjson::dom::element doc;
+    if (parsers->document.parse(text.data(), text.size()).get(doc) == simdjson::SUCCESS) {
+      auto data = std::make_shared<internal::SpecData>();
+      // At most one node, and about one item, per 50 bytes of torch's output
+      // (a leaf's schema alone is 55 bytes): one allocation each.
+      data->nodes.reserve(text.size() / 50 + 1);
+      data->items.reserve(text.size() / 50 + 1);
+      if (internal::FastSchemaReader(data.get(), &parsers->contexts).ReadDocument(doc)) {
+        return internal::SpecAccess::FromData(std::move(data));
+      }
+    }
+  }
+  // Declined or rejected by simdjson: the reference path accepts or throws.
+  Value doc = internal::ReadJsonReference(text, internal::kDefaultMaxJsonDepth, {});
   if (!doc.is_list() || doc.as_list().size() != 2) {
     throw ParseError("a serialized spec must be a JSON list [protocol, spec]",
                      ParseError::kNoPosition, "$");
