@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -71,12 +72,35 @@ L ToLeaf(const Y& y) {
 
 // Appends the post-order nodes, pre-order items and leaves of C++ values.
 // L = void collects no leaves (Structure); kSpec = false builds no spec (Leaves).
+//
+// Nodes and items are first compared with those of `reuse` (the spec this
+// thread made last, see ReuseCache) instead of being stored: while every one
+// so far equals (items: is identical to) the one at the same position there,
+// nothing is written, and a matching structure costs no copy at all. At the
+// first difference the matched prefixes are copied from `reuse` and storing
+// goes on from there.
 template <class L, bool kSpec = true>
 class Flattener {
  public:
   using LeafVector = std::vector<std::conditional_t<std::is_void_v<L>, char, L>>;
 
-  Flattener(SpecData* data, LeafVector* leaves) : data_(data), leaves_(leaves) {}
+  Flattener(SpecData* data, LeafVector* leaves, const SpecData* reuse = nullptr)
+      : data_(data), leaves_(leaves), reuse_(reuse), matching_(reuse != nullptr) {}
+
+  // True when the spec built so far is all of `reuse`.
+  bool MatchesReuse() const {
+    return matching_ && num_nodes_ == reuse_->nodes.size() && num_items_ == reuse_->items.size();
+  }
+  // Copies the matched prefixes of `reuse`'s nodes and items into `data`
+  // (call when the result does not turn out to be `reuse`).
+  void StopMatching() {
+    if (!matching_) return;
+    matching_ = false;
+    data_->nodes.reserve(reuse_->nodes.size());
+    data_->nodes.assign(reuse_->nodes.begin(), reuse_->nodes.begin() + num_nodes_);
+    data_->items.reserve(reuse_->items.size());
+    data_->items.assign(reuse_->items.begin(), reuse_->items.begin() + num_items_);
+  }
 
   template <class X>
   void Add(const X& x) {
@@ -101,12 +125,12 @@ class Flattener {
   // dict (first pass, so keys precede the children's items in pre-order) or
   // flattens each child (second pass).
   struct KeyCollector {
-    std::vector<Value>* items;
+    Flattener* self;
     template <class C>
     void operator()(const C& /*child*/) {}
     template <class K, class C>
     void operator()(const K& key, const C& /*child*/) {
-      items->push_back(KeyTraits<K>::ToValue(key));
+      self->PushItem(KeyTraits<K>::ToValue(key));
     }
   };
   struct ChildAdder {
@@ -124,10 +148,38 @@ class Flattener {
     }
   };
 
+  // Adds one context item (matched against `reuse_` or stored).
+  template <class V>
+  void PushItem(V&& v) {
+    if (matching_) {
+      if (num_items_ < reuse_->items.size() && reuse_->items[num_items_].IdenticalTo(v)) {
+        ++num_items_;
+        return;
+      }
+      StopMatching();
+    }
+    data_->items.push_back(std::forward<V>(v));
+    ++num_items_;
+  }
+  std::uint32_t ItemIndex() const { return static_cast<std::uint32_t>(num_items_); }
+  // Adds one node (matched against `reuse_` or stored).
+  void PushNodeRecord(const Node& n) {
+    if (matching_) {
+      if (num_nodes_ < reuse_->nodes.size() &&
+          std::memcmp(&reuse_->nodes[num_nodes_], &n, sizeof(Node)) == 0) {
+        ++num_nodes_;
+        return;
+      }
+      StopMatching();
+    }
+    data_->nodes.push_back(n);
+    ++num_nodes_;
+  }
+
   void PushLeaf() {
     if constexpr (!kSpec) return;
-    data_->nodes.push_back(
-        MakeNode(NodeKind::kLeaf, 0, static_cast<std::uint32_t>(data_->items.size()), 1, 1));
+    ++num_leaves_;
+    PushNodeRecord(MakeNode(NodeKind::kLeaf, 0, ItemIndex(), 1, 1));
   }
   void AddNone() {
     PushLeaf();
@@ -141,20 +193,9 @@ class Flattener {
   void PushNode(NodeKind kind, std::uint32_t arity, std::uint32_t ctx, std::size_t nodes_before,
                 std::size_t leaves_before) {
     if constexpr (!kSpec) return;
-    std::int64_t leaves = 0;
-    if constexpr (!std::is_void_v<L>) {
-      leaves = static_cast<std::int64_t>(leaves_->size() - leaves_before);
-    } else {
-      for (std::size_t k = nodes_before; k < data_->nodes.size(); ++k) {
-        leaves += data_->nodes[k].kind == NodeKind::kLeaf ? 1 : 0;
-      }
-    }
-    std::int64_t count = static_cast<std::int64_t>(data_->nodes.size() - nodes_before) + 1;
-    data_->nodes.push_back(MakeNode(kind, arity, ctx, leaves, count));
-  }
-  std::size_t LeafCount() const {
-    if constexpr (!std::is_void_v<L>) return leaves_->size();
-    return 0;
+    std::int64_t leaves = static_cast<std::int64_t>(num_leaves_ - leaves_before);
+    std::int64_t count = static_cast<std::int64_t>(num_nodes_ - nodes_before) + 1;
+    PushNodeRecord(MakeNode(kind, arity, ctx, leaves, count));
   }
 
   template <class X>
@@ -165,23 +206,22 @@ class Flattener {
       return;
     }
     constexpr NodeKind kind = Tr::kKind;
-    std::vector<Value>& items = data_->items;
-    std::uint32_t ctx = static_cast<std::uint32_t>(items.size());
-    std::size_t nodes_before = data_->nodes.size(), leaves_before = LeafCount();
+    std::uint32_t ctx = ItemIndex();
+    std::size_t nodes_before = num_nodes_, leaves_before = num_leaves_;
     if constexpr (kind == NodeKind::kNamedTuple || kind == NodeKind::kCustom) {
-      items.push_back(Value(Tr::TypeName()));
+      PushItem(Value(Tr::TypeName()));
     }
-    if constexpr (kind == NodeKind::kCustom) items.push_back(Value(Tr::Context(x)));
+    if constexpr (kind == NodeKind::kCustom) PushItem(Value(Tr::Context(x)));
     if constexpr (kind == NodeKind::kDeque) {
       std::optional<std::int64_t> maxlen = Tr::MaxLen(x);
-      items.push_back(maxlen ? Value(*maxlen) : Value());
+      PushItem(maxlen ? Value(*maxlen) : Value());
     }
     if constexpr (kind == NodeKind::kDefaultDict) {
       TypeRef f = Tr::DefaultFactory(x);
-      items.push_back(Value::MakeList({f.module, f.qualname}));
+      PushItem(Value::MakeList({f.module, f.qualname}));
     }
-    if constexpr (IsDictKind(kind)) Tr::Visit(x, KeyCollector{&items});
-    std::size_t own_items = items.size() - ctx;
+    if constexpr (IsDictKind(kind)) Tr::Visit(x, KeyCollector{this});
+    std::size_t own_items = num_items_ - ctx;
     std::uint32_t arity = 0;
     Tr::Visit(x, ChildAdder{this, &arity});
     if (own_items != NumContextItems(kind, arity)) {
@@ -201,16 +241,20 @@ class Flattener {
       for (const Tree<T>& c : t.children()) AddTree(c);
       return;
     }
-    std::vector<Value>& items = data_->items;
-    std::uint32_t ctx = static_cast<std::uint32_t>(items.size());
-    std::size_t nodes_before = data_->nodes.size(), leaves_before = LeafCount();
-    items.insert(items.end(), t.context_items().begin(), t.context_items().end());
+    std::uint32_t ctx = ItemIndex();
+    std::size_t nodes_before = num_nodes_, leaves_before = num_leaves_;
+    for (const Value& v : t.context_items()) PushItem(v);
     for (const Tree<T>& c : t.children()) AddTree(c);
     PushNode(t.kind(), static_cast<std::uint32_t>(t.size()), ctx, nodes_before, leaves_before);
   }
 
   SpecData* data_;
-  LeafVector* leaves_;  // nullptr when L is void
+  LeafVector* leaves_;     // nullptr when L is void
+  const SpecData* reuse_;  // the spec to match items against, or nullptr
+  bool matching_;          // nothing stored yet: all equal reuse_'s so far
+  std::size_t num_nodes_ = 0;
+  std::size_t num_items_ = 0;
+  std::size_t num_leaves_ = 0;
 };
 
 // Sizes of a Tree's spec arrays and leaf list, counted before flattening so
@@ -245,6 +289,51 @@ void ReserveFor(const X& x, SpecData* data, LeafVector* leaves) {
     }
     if (leaves != nullptr) leaves->reserve(counts.leaves);
   }
+}
+
+// Per-thread state of Flatten / FlattenAs / Structure: the spec made last, so
+// that flattening the same structure again returns that spec instead of a copy
+// (the engine interns specs for the same reason).
+//
+// Only the owning thread touches it, so it needs no lock. The spec is held
+// weakly: it dies with its last TreeSpec, as the engine's intern table holds
+// specs. A Flatten nested in another (from a leaf conversion) just replaces it.
+struct ReuseCache {
+  std::weak_ptr<const SpecData> last;  // the spec made or returned last
+};
+
+// This thread's ReuseCache.
+inline ReuseCache& ThisThreadReuse() {
+  thread_local ReuseCache cache;
+  return cache;
+}
+
+// Flattens `x` into a spec and, unless `leaves` is nullptr, its leaves. Returns
+// this thread's last spec when `x` has exactly its nodes and identical items.
+template <class L, class X, class LeafVector>
+TreeSpec FlattenToSpec(const X& x, LeafVector* leaves) {
+  ReuseCache& cache = ThisThreadReuse();
+  std::shared_ptr<const SpecData> reuse = cache.last.lock();
+  SpecData data;
+  if (reuse != nullptr) {
+    // Likely the same structure again: size the leaves from it, no counting pass.
+    if (leaves != nullptr) leaves->reserve(static_cast<std::size_t>(reuse->nodes.back().num_leaves));
+  } else {
+    ReserveFor(x, &data, leaves);
+  }
+  Flattener<L> flattener(&data, leaves, reuse.get());
+  flattener.Add(x);
+  if (flattener.MatchesReuse()) return SpecAccess::FromData(std::move(reuse));
+  flattener.StopMatching();
+  if (reuse != nullptr) {
+    // Sized from another structure: give back what the hint over-reserved.
+    data.nodes.shrink_to_fit();
+    data.items.shrink_to_fit();
+    if (leaves != nullptr && leaves->capacity() > 2 * leaves->size()) leaves->shrink_to_fit();
+  }
+  auto shared = std::make_shared<const SpecData>(std::move(data));
+  cache.last = shared;
+  return SpecAccess::FromData(std::move(shared));
 }
 
 // One step of a key path, kept as a linked list and formatted only on error.
@@ -507,11 +596,9 @@ void CheckLeafCount(const TreeSpec& spec, std::size_t n) {
 // Flattens `x` into its leaves, converted to L, and its spec.
 template <class L, class X>
 FlattenResult<L> FlattenAs(const X& x) {
-  auto data = std::make_shared<internal::SpecData>();
   std::vector<L> leaves;
-  internal::ReserveFor(x, data.get(), &leaves);
-  internal::Flattener<L>(data.get(), &leaves).Add(x);
-  return FlattenResult<L>{std::move(leaves), internal::SpecAccess::FromData(std::move(data))};
+  TreeSpec spec = internal::FlattenToSpec<L>(x, &leaves);
+  return FlattenResult<L>{std::move(leaves), std::move(spec)};
 }
 
 // Flattens `x` into its leaves and its spec; the leaves keep x's leaf type.
@@ -541,10 +628,7 @@ auto Leaves(const X& x) {
 // The spec of `x` (no leaf is copied).
 template <class X>
 TreeSpec Structure(const X& x) {
-  auto data = std::make_shared<internal::SpecData>();
-  internal::ReserveFor(x, data.get(), static_cast<std::vector<char>*>(nullptr));
-  internal::Flattener<void>(data.get(), nullptr).Add(x);
-  return internal::SpecAccess::FromData(std::move(data));
+  return internal::FlattenToSpec<void>(x, static_cast<std::vector<char>*>(nullptr));
 }
 
 // Rebuilds a Tree<T> from `spec` and its leaves; throws StructureError if the

@@ -339,6 +339,10 @@ inline bool Value::Equals(const Value& other) const {
 inline bool Value::IdenticalTo(const Value& other) const {
   if (type() != other.type()) return false;
   switch (type()) {
+    case Type::kString:  // dict keys: the common case when Flatten matches a spec
+      return *std::get_if<std::string>(&data_) == *std::get_if<std::string>(&other.data_);
+    case Type::kInt:
+      return *std::get_if<std::int64_t>(&data_) == *std::get_if<std::int64_t>(&other.data_);
     case Type::kFloat: {
       double x = as_float(), y = other.as_float();
       return (x == y && std::signbit(x) == std::signbit(y)) || (std::isnan(x) && std::isnan(y));

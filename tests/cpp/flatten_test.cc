@@ -140,6 +140,27 @@ TEST(FlattenTreeTest, LeafAndEmptyTrees) {
   EXPECT_EQ(Unflatten(empty.spec, std::vector<int>{}).kind(), NodeKind::kTuple);
 }
 
+TEST(FlattenTreeTest, SameStructureReusesTheLastSpec) {
+  using T = Tree<int>;
+  T a = T::Dict({{"w", T::List({1, 2})}, {1, 3}});
+  auto first = Flatten(a);
+  auto again = Flatten(T::Dict({{"w", T::List({7, 8})}, {1, 9}}));
+  EXPECT_EQ(again.spec.raw_items(), first.spec.raw_items());  // shared, not copied
+  EXPECT_EQ(again.leaves, (std::vector<int>{7, 8, 9}));
+  // Equal but not identical keys (1.0 == 1) get their own spec, as in Python.
+  auto as_float = Flatten(T::Dict({{"w", T::List({1, 2})}, {1.0, 3}}));
+  EXPECT_NE(as_float.spec.raw_items(), first.spec.raw_items());
+  EXPECT_EQ(Dumps(as_float.spec), Dumps(Structure(T::Dict({{"w", T::List({0, 0})}, {1.0, 0}}))));
+  EXPECT_TRUE(as_float.spec.child(1).is_leaf());
+  EXPECT_EQ(Unflatten(as_float.spec, as_float.leaves).ToString(), "{'w': [1, 2], 1.0: 3}");
+  // A structure that differs after a matched prefix keeps that prefix.
+  auto longer = Flatten(T::Dict({{"w", T::List({1, 2})}, {1, 3}, {"x", 4}}));
+  EXPECT_EQ(Unflatten(longer.spec, longer.leaves).ToString(), "{'w': [1, 2], 1: 3, 'x': 4}");
+  auto shorter = Flatten(T::Dict({{"w", T::List({1})}}));
+  EXPECT_EQ(Unflatten(shorter.spec, shorter.leaves).ToString(), "{'w': [1]}");
+  EXPECT_EQ(Structure(a), first.spec);
+}
+
 TEST(FlattenTreeTest, UnflattenFromLoadedSpec) {
   TreeSpec spec = Loads(Dumps(TreeSpec::Dict({"w", "b"}, {TreeSpec::List({L(), L()}), L()})));
   Tree<std::string> t = Unflatten(spec, std::vector<std::string>{"w0", "w1", "b"});
