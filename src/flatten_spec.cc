@@ -149,11 +149,12 @@ class SpecFlattener {
     return false;
   }
 
-  // Whether every child of spec node s is a leaf (its subtree is itself
-  // plus one node per child): then child k is node i - arity + k, with no
-  // child-index stack.
+  // Whether every child of spec node s is a leaf: one node per child (so
+  // child k is node i - arity + k, with no child-index stack) and one leaf
+  // per child (an empty container is one node too, with no leaf).
   static bool AllChildrenLeaves(const Node& s) {
-    return s.num_nodes == static_cast<std::int64_t>(s.arity) + 1;
+    return s.num_nodes == static_cast<std::int64_t>(s.arity) + 1 &&
+           s.num_leaves == static_cast<std::int64_t>(s.arity);
   }
 
   // The items of a list or tuple (of the spec's arity) whose spec children
@@ -664,7 +665,12 @@ PyObject* FlatLeaves(SpecView v, PyObject* tree) {
   bool list = root.kind == NodeKind::kList && t == &PyList_Type;
   if (!list && !(root.kind == NodeKind::kTuple && t == &PyTuple_Type)) return nullptr;
   Py_ssize_t n = Py_SIZE(tree);
-  if (n != static_cast<Py_ssize_t>(root.arity) || root.num_nodes != n + 1) return nullptr;
+  // Every spec child a leaf: one node and one leaf per child (an empty
+  // container child is one node with no leaf).
+  if (n != static_cast<Py_ssize_t>(root.arity) || root.num_nodes != n + 1 ||
+      root.num_leaves != n) {
+    return nullptr;
+  }
   // Allocated first: the allocation may collect garbage and so run
   // finalizers, i.e. user code; after it none runs until the return.
   PyObject* result = PyList_New(n);

@@ -125,45 +125,43 @@ PyObject* MakePathPair(const std::vector<PyObject*>& path, PyObject* leaf) {
   return PyTuple_Pack(2, kp.get(), leaf);
 }
 
-PyObject* CallFlattenWithKeys(const Registration* reg, PyObject* obj, Py_ssize_t n) {
+bool CallFlattenWithKeys(const Registration* reg, PyObject* obj, Ref* keys, Ref* children) {
   if (reg->flatten_with_keys_fn == nullptr) {
     PyErr_Format(PyExc_ValueError,
                  "Did not find a flatten_with_keys_fn for type: %R. Please pass a "
                  "flatten_with_keys_fn argument to register_pytree_node.",
                  reg->type);
-    return nullptr;
+    return false;
   }
   Registration with_keys = *reg;
   with_keys.flatten_fn = reg->flatten_with_keys_fn;
-  Ref live_children, context;
-  if (!CallCustomFlatten(&with_keys, obj, &live_children, &context)) return nullptr;
+  Ref live_children, context;  // torch drops this context: the spec's is flatten_fn's
+  if (!CallCustomFlatten(&with_keys, obj, &live_children, &context)) return false;
   // Unpacking a pair below may run user code that mutates the returned list.
   Ref key_children(FrozenSequence(live_children.get()));
-  if (!key_children) return nullptr;
+  if (!key_children) return false;
   Py_ssize_t m = PySequence_Fast_GET_SIZE(key_children.get());
-  if (m != n) {
-    PyErr_Format(PyExc_ValueError,
-                 "flatten_with_keys_fn of %R gave %zd children but its flatten_fn gave %zd",
-                 reg->type, m, n);
-    return nullptr;
-  }
-  Ref keys(PyList_New(m));
-  if (!keys) return nullptr;
+  Ref k_list(PyList_New(m)), c_list(PyList_New(m));
+  if (!k_list || !c_list) return false;
   for (Py_ssize_t k = 0; k < m; ++k) {
     // Each entry unpacks as `k, c` in torch.
     Ref pair(PySequence_Tuple(PySequence_Fast_ITEMS(key_children.get())[k]));
-    if (!pair) return nullptr;
+    if (!pair) return false;
     if (PyTuple_GET_SIZE(pair.get()) != 2) {
       PyErr_Format(PyExc_ValueError,
                    "flatten_with_keys_fn of %R must return (key, child) pairs, got %R",
                    reg->type, pair.get());
-      return nullptr;
+      return false;
     }
-    PyObject* key = PyTuple_GET_ITEM(pair.get(), 0);
-    Py_INCREF(key);
-    PyList_SET_ITEM(keys.get(), k, key);
+    for (int j = 0; j < 2; ++j) {
+      PyObject* o = PyTuple_GET_ITEM(pair.get(), j);
+      Py_INCREF(o);
+      PyList_SET_ITEM(j == 0 ? k_list.get() : c_list.get(), k, o);
+    }
   }
-  return keys.release();
+  *keys = std::move(k_list);
+  *children = std::move(c_list);
+  return true;
 }
 
 PyObject* PySetKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -213,7 +211,7 @@ PyObject* PyTreeLeavesWithPath(PyObject*, PyObject* const* args, Py_ssize_t narg
   }
   if (!KeyTypesReady()) return nullptr;
   ScratchBuilder b;
-  if (!FlattenWithPathInto(a[0], a[1], b.get())) return nullptr;
+  if (!LeavesWithPathInto(a[0], a[1], b.get())) return nullptr;
   return StealIntoList(&b->paths);
 }
 
