@@ -139,10 +139,18 @@ class Flattener {
     Mark m = Begin();
     PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(tuple));
     if (kind == NodeKind::kNamedTuple) AddItem(cls);
+    Ref fields;  // path mode: a namedtuple's _fields, read once per node
+    if constexpr (kWithPath) {
+      if (kind == NodeKind::kNamedTuple) {
+        fields = Ref(FieldsOf(cls));
+        if (!fields) return false;
+      }
+    }
     Py_ssize_t n = PyTuple_GET_SIZE(tuple);
     for (Py_ssize_t i = 0; i < n; ++i) {
-      bool ok = VisitChild(PyTuple_GET_ITEM(tuple, i), depth, [=] {
-        return kind == NodeKind::kNamedTuple ? MakeFieldKey(cls, i) : MakeSequenceKey(i);
+      bool ok = VisitChild(PyTuple_GET_ITEM(tuple, i), depth, [&] {
+        return kind == NodeKind::kNamedTuple ? MakeFieldKeyAt(fields.get(), i)
+                                             : MakeSequenceKey(i);
       });
       if (!ok) return false;
     }

@@ -107,12 +107,42 @@ PyObject* MakeSequenceKey(Py_ssize_t i) {
 
 PyObject* MakeMappingKey(PyObject* key) { return CallKeyType(g_mapping_key, key); }
 
-PyObject* MakeFieldKey(PyObject* cls, Py_ssize_t i) {
-  Ref fields(PyObject_GetAttr(cls, g_builtins.str_fields));
-  if (!fields) return nullptr;
-  Ref name(PySequence_GetItem(fields.get(), i));
+PyObject* FieldsOf(PyObject* cls) { return PyObject_GetAttr(cls, g_builtins.str_fields); }
+
+namespace {
+// GetAttrKey(name) by exact-str field name, made on first use and kept (keys
+// are immutable, like the cached SequenceKeys). Touched with the GIL held;
+// bounded, so classes made at run time cannot grow it without end. Cleared
+// by _set_key_types.
+PyObject* g_field_keys = nullptr;  // dict
+constexpr Py_ssize_t kMaxFieldKeys = 4096;
+}  // namespace
+
+PyObject* MakeFieldKeyAt(PyObject* fields, Py_ssize_t i) {
+  Ref name(PySequence_GetItem(fields, i));
   if (!name) return nullptr;
-  return CallKeyType(g_getattr_key, name.get());
+  bool cacheable = PyUnicode_CheckExact(name.get()) && g_field_keys != nullptr;
+  if (cacheable) {
+    PyObject* key = PyDict_GetItemWithError(g_field_keys, name.get());  // str: no user code
+    if (key != nullptr) {
+      Py_INCREF(key);
+      return key;
+    }
+    if (PyErr_Occurred()) return nullptr;
+  }
+  PyObject* key = CallKeyType(g_getattr_key, name.get());
+  if (key != nullptr && cacheable && PyDict_GET_SIZE(g_field_keys) < kMaxFieldKeys &&
+      PyDict_SetItem(g_field_keys, name.get(), key) < 0) {
+    Py_DECREF(key);
+    return nullptr;
+  }
+  return key;
+}
+
+PyObject* MakeFieldKey(PyObject* cls, Py_ssize_t i) {
+  Ref fields(FieldsOf(cls));
+  if (!fields) return nullptr;
+  return MakeFieldKeyAt(fields.get(), i);
 }
 
 PyObject* MakePathPair(const std::vector<PyObject*>& path, PyObject* leaf) {
@@ -175,6 +205,8 @@ PyObject* PySetKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     Py_XSETREF(*slots[k], args[k]);
   }
   for (PyObject*& cached : g_index_keys) Py_CLEAR(cached);
+  Py_XSETREF(g_field_keys, PyDict_New());
+  if (g_field_keys == nullptr) return nullptr;
   Ref probe(PyUnicode_FromString("probe"));
   if (!probe) return nullptr;
   Py_XSETREF(g_sequence_field, DirectField(g_sequence_key, probe.get()));

@@ -17,6 +17,10 @@ PyObject* MakeSequenceKey(Py_ssize_t i);
 PyObject* MakeMappingKey(PyObject* key);
 // GetAttrKey(cls._fields[i]) for a namedtuple class (new reference).
 PyObject* MakeFieldKey(PyObject* cls, Py_ssize_t i);
+// cls._fields (new reference): read once per namedtuple node, as torch does.
+PyObject* FieldsOf(PyObject* cls);
+// GetAttrKey(fields[i]) (new reference); keys of str names are cached.
+PyObject* MakeFieldKeyAt(PyObject* fields, Py_ssize_t i);
 // ((*path), leaf) (new reference).
 PyObject* MakePathPair(const std::vector<PyObject*>& path, PyObject* leaf);
 // Calls reg->flatten_with_keys_fn(obj) as torch's _generate_key_paths does
