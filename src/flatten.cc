@@ -189,7 +189,9 @@ class Flattener {
     if (!SnapshotDict(dict, kind, kKeys ? &b_->items : nullptr, &b_->pending)) return false;
     std::size_t arity = b_->pending.size() - base;
     if (!VisitPending(base, depth, first_key)) return false;
-    if constexpr (!kWithSpec && kWithPath) ReleaseFrom(&b_->items, static_cast<std::size_t>(first_key));
+    if constexpr (!kWithSpec && kWithPath) {
+      ReleaseFrom(&b_->items, static_cast<std::size_t>(first_key));
+    }
     End(m, kind, arity);
     return true;
   }

@@ -202,7 +202,7 @@ def test_flat_spec_flatten_each_item_kind(root: type, index: int) -> None:
         items[pos] = _items()[index]
         tree = root(items)
         want = _general(spec, tree)
-        got = catch(lambda: spec.flatten(tree))  # noqa: B023
+        got = catch(lambda: spec.flatten(tree))
         if want == "mismatch":
             assert isinstance(got, ValueError)
             assert f"(at key path tree[{pos}])" in str(got)
@@ -226,7 +226,7 @@ def test_flat_spec_exact_errors() -> None:
         "list-item": ([1, 2, [3]], "Node type mismatch; expected a leaf, but got <class 'list'>. (at key path tree[2])"),
     }  # fmt: skip
     for name, (tree, msg) in cases.items():
-        err = catch(lambda: spec.flatten(tree))  # noqa: B023
+        err = catch(lambda: spec.flatten(tree))
         assert isinstance(err, ValueError) and str(err) == msg, name
 
 
