@@ -12,14 +12,21 @@
 namespace cpytree {
 namespace {
 
-// kWithPath (which implies kWithSpec) also records each leaf's key path as a
-// (KeyPath, leaf) pair in b->paths.
+// kWithPath also records each leaf's key path as a (KeyPath, leaf) pair in
+// b->paths. With the spec it is tree_flatten_with_path (spec from flatten_fn,
+// pairs from flatten_with_keys_fn, as torch builds them); without it, torch's
+// _generate_key_paths alone (tree_leaves_with_path): flatten_with_keys_fn
+// only, and no leaves in b->leaves.
 template <bool kWithSpec, bool kHasIsLeaf, bool kWithPath = false>
 class Flattener {
-  static_assert(!kWithPath || kWithSpec, "paths are only recorded with the spec");
+  template <bool, bool, bool>
+  friend class Flattener;
 
  public:
-  Flattener(PyObject* is_leaf, SpecBuilder* b) : is_leaf_(is_leaf), b_(b), limit_(DepthLimit()) {}
+  // `path`: the key path so far, shared with the flattener that started this
+  // one (see VisitCustom); null for a new root.
+  Flattener(PyObject* is_leaf, SpecBuilder* b, std::vector<PyObject*>* path = nullptr)
+      : is_leaf_(is_leaf), b_(b), limit_(DepthLimit()), path_(path ? path : &own_path_) {}
 
   bool Visit(PyObject* obj, int depth) {
     if (CPYTREE_UNLIKELY(depth > limit_)) {
@@ -48,12 +55,14 @@ class Flattener {
 
   bool AddLeaf(PyObject* obj) {
     if constexpr (kWithPath) {
-      PyObject* pair = MakePathPair(path_, obj);
+      PyObject* pair = MakePathPair(*path_, obj);
       if (pair == nullptr) return false;
       b_->paths.push_back(pair);
     }
-    Py_INCREF(obj);
-    b_->leaves.push_back(obj);
+    if constexpr (kWithSpec || !kWithPath) {  // leaves of tree_leaves, counts of the spec
+      Py_INCREF(obj);
+      b_->leaves.push_back(obj);
+    }
     if constexpr (kWithSpec) PushNode(NodeKind::kLeaf, 0, ItemCount(), 1, 1);
     return true;
   }
@@ -99,9 +108,9 @@ class Flattener {
     if constexpr (kWithPath) {
       PyObject* key = make_key();
       if (key == nullptr) return false;
-      path_.push_back(key);
+      path_->push_back(key);
       bool ok = Visit(child, depth + 1);
-      path_.pop_back();
+      path_->pop_back();
       Py_DECREF(key);
       return ok;
     } else {
@@ -130,10 +139,18 @@ class Flattener {
     Mark m = Begin();
     PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(tuple));
     if (kind == NodeKind::kNamedTuple) AddItem(cls);
+    Ref fields;  // path mode: a namedtuple's _fields, read once per node
+    if constexpr (kWithPath) {
+      if (kind == NodeKind::kNamedTuple) {
+        fields = Ref(FieldsOf(cls));
+        if (!fields) return false;
+      }
+    }
     Py_ssize_t n = PyTuple_GET_SIZE(tuple);
     for (Py_ssize_t i = 0; i < n; ++i) {
-      bool ok = VisitChild(PyTuple_GET_ITEM(tuple, i), depth, [=] {
-        return kind == NodeKind::kNamedTuple ? MakeFieldKey(cls, i) : MakeSequenceKey(i);
+      bool ok = VisitChild(PyTuple_GET_ITEM(tuple, i), depth, [&] {
+        return kind == NodeKind::kNamedTuple ? MakeFieldKeyAt(fields.get(), i)
+                                             : MakeSequenceKey(i);
       });
       if (!ok) return false;
     }
@@ -167,9 +184,14 @@ class Flattener {
     }
     std::size_t base = b_->pending.size();
     std::ptrdiff_t first_key = static_cast<std::ptrdiff_t>(b_->items.size());
-    if (!SnapshotDict(dict, kind, kWithSpec ? &b_->items : nullptr, &b_->pending)) return false;
+    // The keys go to items for the spec, and for the paths' MappingKeys.
+    constexpr bool kKeys = kWithSpec || kWithPath;
+    if (!SnapshotDict(dict, kind, kKeys ? &b_->items : nullptr, &b_->pending)) return false;
     std::size_t arity = b_->pending.size() - base;
     if (!VisitPending(base, depth, first_key)) return false;
+    if constexpr (!kWithSpec && kWithPath) {
+      ReleaseFrom(&b_->items, static_cast<std::size_t>(first_key));
+    }
     End(m, kind, arity);
     return true;
   }
@@ -187,35 +209,91 @@ class Flattener {
     return true;
   }
 
+  // A custom node. torch's tree_flatten_with_path is two traversals: the
+  // spec from flatten_fn's children, the (path, leaf) pairs from
+  // flatten_with_keys_fn's. Where the two functions give the very same child
+  // objects (identity, same order: the functions agree, as torch's contract
+  // for flatten_with_keys_fn asks), both traversals visit the same objects
+  // and one visit serves both. Otherwise each list is visited on its own
+  // (VisitApart), giving torch's results. The spec-less path mode
+  // (tree_leaves_with_path) calls flatten_with_keys_fn alone, as torch does.
   bool VisitCustom(PyObject* obj, const Registration* found, int depth) {
     PinnedRegistration pinned(found);  // used after user code below
     const Registration* reg = pinned.get();
+    Ref keys, key_children;  // path mode: from flatten_with_keys_fn, private lists
+    if constexpr (kWithPath && !kWithSpec) {
+      if (!CallFlattenWithKeys(reg, obj, &keys, &key_children)) return false;
+      return VisitKeyed(keys.get(), key_children.get(), depth);
+    }
     Ref children, context;
     if (!CallCustomFlatten(reg, obj, &children, &context)) return false;
-    Ref keys;  // path mode: the keys from flatten_with_keys_fn, one per child
     if constexpr (kWithPath) {
-      keys = Ref(CallFlattenWithKeys(reg, obj, PySequence_Fast_GET_SIZE(children.get())));
-      if (!keys) return false;
+      if (!CallFlattenWithKeys(reg, obj, &keys, &key_children)) return false;
     }
     Mark m = Begin();
     AddItem(reg->type);
     AddItem(context.get());
+    if constexpr (kWithPath) {
+      Py_ssize_t n = PySequence_Fast_GET_SIZE(children.get());
+      if (!SameObjects(children.get(), key_children.get())) {
+        return VisitApart(m, children.get(), keys.get(), key_children.get(), depth);
+      }
+      // Visited from the private list: equal to flatten_fn's when compared.
+      if (!VisitKeyed(keys.get(), key_children.get(), depth)) return false;
+      End(m, NodeKind::kCustom, static_cast<std::size_t>(n));
+      return true;
+    }
     PyObject* seq = children.get();
     Py_ssize_t i = 0;
     for (; i < PySequence_Fast_GET_SIZE(seq); ++i) {
       Ref child = Ref::Borrow(PySequence_Fast_ITEMS(seq)[i]);
-      bool ok = VisitChild(child.get(), depth, [&]() -> PyObject* {
-        if (i >= PyList_GET_SIZE(keys.get())) {
-          PyErr_SetString(PyExc_ValueError, "flatten_with_keys_fn returned fewer children");
-          return nullptr;
-        }
-        PyObject* key = PyList_GET_ITEM(keys.get(), i);
+      if (!Visit(child.get(), depth + 1)) return false;
+    }
+    End(m, NodeKind::kCustom, static_cast<std::size_t>(i));
+    return true;
+  }
+
+  // Whether list-or-tuple `a` and list `b` hold the same objects in order.
+  static bool SameObjects(PyObject* a, PyObject* b) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(a);
+    if (n != PyList_GET_SIZE(b)) return false;
+    PyObject* const* x = PySequence_Fast_ITEMS(a);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      if (x[i] != PyList_GET_ITEM(b, i)) return false;
+    }
+    return true;
+  }
+
+  // Visits the children of flatten_with_keys_fn (private lists of equal
+  // length), each with its key on the path.
+  bool VisitKeyed(PyObject* keys, PyObject* children, int depth) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(children); ++i) {
+      bool ok = VisitChild(PyList_GET_ITEM(children, i), depth, [&] {
+        PyObject* key = PyList_GET_ITEM(keys, i);
         Py_INCREF(key);
         return key;
       });
       if (!ok) return false;
     }
-    End(m, NodeKind::kCustom, static_cast<std::size_t>(i));
+    return true;
+  }
+
+  // flatten_fn and flatten_with_keys_fn disagree: the spec from flatten_fn's
+  // `children` (no paths), the pairs from `key_children` (no spec), as torch's
+  // two traversals give them.
+  CPYTREE_NOINLINE bool VisitApart(const Mark& m, PyObject* children, PyObject* keys,
+                                   PyObject* key_children, int depth) {
+    if constexpr (kWithPath && kWithSpec) {
+      Flattener<true, kHasIsLeaf, false> spec_only(is_leaf_, b_);
+      Py_ssize_t i = 0;
+      for (; i < PySequence_Fast_GET_SIZE(children); ++i) {
+        Ref child = Ref::Borrow(PySequence_Fast_ITEMS(children)[i]);
+        if (!spec_only.Visit(child.get(), depth + 1)) return false;
+      }
+      Flattener<false, kHasIsLeaf, true> paths_only(is_leaf_, b_, path_);
+      if (!paths_only.VisitKeyed(keys, key_children, depth)) return false;
+      End(m, NodeKind::kCustom, static_cast<std::size_t>(i));
+    }
     return true;
   }
 
@@ -238,7 +316,10 @@ class Flattener {
   PyObject* is_leaf_;
   SpecBuilder* b_;
   int limit_;
-  std::vector<PyObject*> path_;  // path mode: owned keys from the root to the node
+  // Path mode: owned keys from the root to the node; a sub-flattener
+  // (VisitApart) shares its starter's.
+  std::vector<PyObject*> own_path_;
+  std::vector<PyObject*>* path_;
 };
 
 template <bool kWithSpec, bool kWithPath = false>
@@ -272,6 +353,10 @@ bool FlattenInto(PyObject* tree, PyObject* is_leaf, bool with_spec, SpecBuilder*
 
 bool FlattenWithPathInto(PyObject* tree, PyObject* is_leaf, SpecBuilder* b) {
   return Dispatch<true, true>(tree, is_leaf, b);
+}
+
+bool LeavesWithPathInto(PyObject* tree, PyObject* is_leaf, SpecBuilder* b) {
+  return Dispatch<false, true>(tree, is_leaf, b);
 }
 
 PyObject* StealIntoList(std::vector<PyObject*>* v) {

@@ -14,6 +14,9 @@ bool FlattenInto(PyObject* tree, PyObject* is_leaf, bool with_spec, SpecBuilder*
 // Like FlattenInto with the spec, also recording (KeyPath, leaf) pairs in
 // b->paths (keys from each node's flatten_with_keys_fn for custom nodes).
 bool FlattenWithPathInto(PyObject* tree, PyObject* is_leaf, SpecBuilder* b);
+// The (KeyPath, leaf) pairs alone, into b->paths (torch's _generate_key_paths:
+// flatten_with_keys_fn only); no spec, no b->leaves.
+bool LeavesWithPathInto(PyObject* tree, PyObject* is_leaf, SpecBuilder* b);
 
 // The interned spec of a finished traversal (new reference).
 PyObject* FinishSpec(SpecBuilder* b);

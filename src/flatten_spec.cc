@@ -149,9 +149,43 @@ class SpecFlattener {
     return false;
   }
 
+  // Whether every child of spec node s is a leaf: one node per child (so
+  // child k is node i - arity + k, with no child-index stack) and one leaf
+  // per child (an empty container is one node too, with no leaf).
+  static bool AllChildrenLeaves(const Node& s) {
+    return s.num_nodes == static_cast<std::int64_t>(s.arity) + 1 &&
+           s.num_leaves == static_cast<std::int64_t>(s.arity);
+  }
+
+  // The items of a list or tuple (of the spec's arity) whose spec children
+  // are all leaves: the flat argument list of every compiled-graph call.
+  // Plain leaves (checked without running user code) are taken in a tight
+  // loop, with no per-child reference or call; any other child takes
+  // VisitChild, which may run user code (is_leaf checks of a new type), so
+  // a list's size and item array are read again on every step.
+  template <bool kList>
+  bool VisitLeafItems(std::int64_t i, PyObject* seq, int depth) {
+    const Node& s = v_.nodes[i];
+    std::int64_t first = i - static_cast<std::int64_t>(s.arity);
+    out_->reserve(out_->size() + s.arity);
+    for (std::uint32_t k = 0; k < s.arity; ++k) {
+      if (kList && k >= PyList_GET_SIZE(seq)) return Arity(s, PyList_GET_SIZE(seq)) > 0;
+      PyObject* child = kList ? PyList_GET_ITEM(seq, k) : PyTuple_GET_ITEM(seq, k);
+      if (!kStrict || IsPlainLeafType(child)) {
+        Py_INCREF(child);
+        out_->push_back(child);
+        continue;
+      }
+      Ref held = Ref::Borrow(child);
+      if (!VisitChild(i, k, first + k, held.get(), depth)) return false;
+    }
+    return true;
+  }
+
   bool VisitTuple(std::int64_t i, PyObject* tuple, int depth) {
     const Node& s = v_.nodes[i];
     if (PyTuple_GET_SIZE(tuple) != s.arity) return Arity(s, PyTuple_GET_SIZE(tuple)) > 0;
+    if (AllChildrenLeaves(s)) return VisitLeafItems<false>(i, tuple, depth);
     std::size_t ibase = PushChildren(i);
     for (std::uint32_t k = 0; k < s.arity; ++k) {
       // A tuple is immutable and held by its parent: no per-child reference.
@@ -164,6 +198,7 @@ class SpecFlattener {
   bool VisitList(std::int64_t i, PyObject* list, int depth) {
     const Node& s = v_.nodes[i];
     if (PyList_GET_SIZE(list) != s.arity) return Arity(s, PyList_GET_SIZE(list)) > 0;
+    if (AllChildrenLeaves(s)) return VisitLeafItems<true>(i, list, depth);
     std::size_t ibase = PushChildren(i);
     for (std::uint32_t k = 0; k < s.arity; ++k) {
       // User code below (custom flatten) may shrink the list: re-check.
@@ -617,8 +652,63 @@ bool WalkInto(SpecView v, PyObject* tree, PyObject* registry, std::vector<PyObje
   return ok;
 }
 
+// The leaves of a flat list or tuple against a spec that is one exact list
+// (or tuple) of leaves, built straight into the result list; null with no
+// exception when this shortcut does not apply (then the general walk runs
+// and decides, errors included). Applies when the node's type and size are
+// the spec's and every item is a leaf recognised without the registry (as
+// IsPlainLeafType): exactly the case where both walks accept every item,
+// and where no user code can run. Strict and up-to agree here.
+PyObject* FlatLeaves(SpecView v, PyObject* tree) {
+  const Node& root = v.nodes[v.root_index()];
+  PyTypeObject* t = Py_TYPE(tree);
+  bool list = root.kind == NodeKind::kList && t == &PyList_Type;
+  if (!list && !(root.kind == NodeKind::kTuple && t == &PyTuple_Type)) return nullptr;
+  Py_ssize_t n = Py_SIZE(tree);
+  // Every spec child a leaf: one node and one leaf per child (an empty
+  // container child is one node with no leaf).
+  if (n != static_cast<Py_ssize_t>(root.arity) || root.num_nodes != n + 1 ||
+      root.num_leaves != n) {
+    return nullptr;
+  }
+  // Allocated first: the allocation may collect garbage and so run
+  // finalizers, i.e. user code; after it none runs until the return.
+  PyObject* result = PyList_New(n);
+  if (result == nullptr) return nullptr;
+  if (Py_SIZE(tree) != n) {  // a finalizer resized the list: let the walk decide
+    Py_DECREF(result);
+    return nullptr;
+  }
+  PyObject* const* items = list ? reinterpret_cast<PyListObject*>(tree)->ob_item
+                                : &PyTuple_GET_ITEM(tree, 0);
+  // Read once: only a registration (which cannot run in this loop) changes them.
+  PyTypeObject* cached = g_leaf_type_cache.load(std::memory_order_relaxed);
+  bool scalars = !g_scalar_registered.load(std::memory_order_relaxed);
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    PyObject* x = items[k];
+    PyTypeObject* xt = Py_TYPE(x);
+    bool plain = (xt == cached && !PyTuple_Check(x)) || x == Py_None ||
+                 (scalars && (xt == &PyLong_Type || xt == &PyFloat_Type ||
+                              xt == &PyUnicode_Type || xt == &PyBool_Type ||
+                              xt == &PyComplex_Type));
+    if (!plain) {
+      // The items taken so far are still held by `tree`: dropping them
+      // frees nothing and runs no code.
+      Py_DECREF(result);
+      return nullptr;
+    }
+    Py_INCREF(x);
+    PyList_SET_ITEM(result, k, x);
+  }
+  return result;
+}
+
 template <Walk kMode>
 PyObject* FlattenAgainst(PyObject* spec, PyObject* tree, PyObject* registry) {
+  if constexpr (kMode != Walk::kFx) {
+    PyObject* flat = FlatLeaves(ViewOf(reinterpret_cast<TreeSpecObject*>(spec)), tree);
+    if (flat != nullptr || PyErr_Occurred()) return flat;
+  }
   ScratchBuilder b;
   std::vector<PyObject*>* out = &b->leaves;  // released by ~ScratchBuilder on error
   if (!WalkInto<kMode>(ViewOf(reinterpret_cast<TreeSpecObject*>(spec)), tree, registry, out,

@@ -321,12 +321,19 @@ bool CallColumns(PyObject* func, const SpecBuilder& b,
                  std::vector<PyObject*>* out, bool with_path = false, LeafFilter filter = {}) {
   std::size_t first = with_path ? 1 : 0;
   std::vector<PyObject*> argv(columns.size() + 1 + first);
-  for (std::size_t i = 0; i < b.leaves.size(); ++i) {
-    int selected = filter.Selects(b.leaves[i]);
+  // With paths, torch maps the (path, leaf) pairs of flatten_with_keys_fn,
+  // zipped (strict) with the rests' columns, which follow the spec (from
+  // flatten_fn): the counts differ only when a custom node's two functions
+  // disagree (see Flattener::VisitCustom).
+  std::size_t n = with_path ? b.paths.size() : b.leaves.size();
+  std::size_t rest_n = columns.empty() ? n : columns[0].size();
+  for (std::size_t i = 0; i < n && i < rest_n; ++i) {
+    PyObject* leaf = with_path ? PyTuple_GET_ITEM(b.paths[i], 1) : b.leaves[i];
+    int selected = filter.Selects(leaf);
     if (selected < 0) return false;
     if (selected == 0) continue;
     if (with_path) argv[0] = PyTuple_GET_ITEM(b.paths[i], 0);
-    argv[first] = b.leaves[i];
+    argv[first] = leaf;
     for (std::size_t r = 0; r < columns.size(); ++r) argv[first + r + 1] = columns[r][i];
     PyObject* v = PyObject_Vectorcall(func, argv.data(), argv.size(), nullptr);
     if (v == nullptr) return false;
@@ -335,6 +342,12 @@ bool CallColumns(PyObject* func, const SpecBuilder& b,
     } else {
       Py_DECREF(v);
     }
+  }
+  if (n != rest_n) {  // torch's zip(..., strict=True) over paths, leaves, rests
+    PyErr_Format(PyExc_ValueError, "zip() argument %d is %s than arguments 1-%d",
+                 static_cast<int>(first) + 2, n < rest_n ? "longer" : "shorter",
+                 static_cast<int>(first) + 1);
+    return false;
   }
   return true;
 }
@@ -422,6 +435,19 @@ PyObject* PyTreeMap(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   return out;
 }
 
+// tree_map_with_path when a custom node's flatten_fn and flatten_with_keys_fn
+// disagree on the number of leaves: torch's treespec.unflatten error (its
+// text names the spec). Always null.
+CPYTREE_NOINLINE PyObject* UnflattenMismatch(SpecBuilder* b, std::vector<PyObject*>* results) {
+  Ref spec(FinishSpec(b));
+  if (!spec) return nullptr;
+  Ref list(StealIntoList(results));
+  if (!list) return nullptr;
+  PyObject* out = UnflattenChecked(spec.get(), list.get());
+  CPYTREE_CHECK(out == nullptr, nullptr);
+  return nullptr;
+}
+
 PyObject* PyTreeMapWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs,
                             PyObject* kwnames) {
   PyObject *func, *tree, *is_leaf;
@@ -437,7 +463,11 @@ PyObject* PyTreeMapWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs,
   PyObject* out = nullptr;
   if (FlattenAll(tree, is_leaf, rests, num_rests, b.get(), &columns, true) &&
       CallColumns(func, *b, columns, &results, true)) {
-    out = UnflattenView(b->View(), results.data(), static_cast<std::int64_t>(results.size()));
+    if (results.size() == b->leaves.size()) {
+      out = UnflattenView(b->View(), results.data(), static_cast<std::int64_t>(results.size()));
+    } else {
+      out = UnflattenMismatch(b.get(), &results);
+    }
   }
   ReleaseFrom(&results, 0);
   ReleaseColumns(&columns);

@@ -107,12 +107,42 @@ PyObject* MakeSequenceKey(Py_ssize_t i) {
 
 PyObject* MakeMappingKey(PyObject* key) { return CallKeyType(g_mapping_key, key); }
 
-PyObject* MakeFieldKey(PyObject* cls, Py_ssize_t i) {
-  Ref fields(PyObject_GetAttr(cls, g_builtins.str_fields));
-  if (!fields) return nullptr;
-  Ref name(PySequence_GetItem(fields.get(), i));
+PyObject* FieldsOf(PyObject* cls) { return PyObject_GetAttr(cls, g_builtins.str_fields); }
+
+namespace {
+// GetAttrKey(name) by exact-str field name, made on first use and kept (keys
+// are immutable, like the cached SequenceKeys). Touched with the GIL held;
+// bounded, so classes made at run time cannot grow it without end. Cleared
+// by _set_key_types.
+PyObject* g_field_keys = nullptr;  // dict
+constexpr Py_ssize_t kMaxFieldKeys = 4096;
+}  // namespace
+
+PyObject* MakeFieldKeyAt(PyObject* fields, Py_ssize_t i) {
+  Ref name(PySequence_GetItem(fields, i));
   if (!name) return nullptr;
-  return CallKeyType(g_getattr_key, name.get());
+  bool cacheable = PyUnicode_CheckExact(name.get()) && g_field_keys != nullptr;
+  if (cacheable) {
+    PyObject* key = PyDict_GetItemWithError(g_field_keys, name.get());  // str: no user code
+    if (key != nullptr) {
+      Py_INCREF(key);
+      return key;
+    }
+    if (PyErr_Occurred()) return nullptr;
+  }
+  PyObject* key = CallKeyType(g_getattr_key, name.get());
+  if (key != nullptr && cacheable && PyDict_GET_SIZE(g_field_keys) < kMaxFieldKeys &&
+      PyDict_SetItem(g_field_keys, name.get(), key) < 0) {
+    Py_DECREF(key);
+    return nullptr;
+  }
+  return key;
+}
+
+PyObject* MakeFieldKey(PyObject* cls, Py_ssize_t i) {
+  Ref fields(FieldsOf(cls));
+  if (!fields) return nullptr;
+  return MakeFieldKeyAt(fields.get(), i);
 }
 
 PyObject* MakePathPair(const std::vector<PyObject*>& path, PyObject* leaf) {
@@ -125,45 +155,43 @@ PyObject* MakePathPair(const std::vector<PyObject*>& path, PyObject* leaf) {
   return PyTuple_Pack(2, kp.get(), leaf);
 }
 
-PyObject* CallFlattenWithKeys(const Registration* reg, PyObject* obj, Py_ssize_t n) {
+bool CallFlattenWithKeys(const Registration* reg, PyObject* obj, Ref* keys, Ref* children) {
   if (reg->flatten_with_keys_fn == nullptr) {
     PyErr_Format(PyExc_ValueError,
                  "Did not find a flatten_with_keys_fn for type: %R. Please pass a "
                  "flatten_with_keys_fn argument to register_pytree_node.",
                  reg->type);
-    return nullptr;
+    return false;
   }
   Registration with_keys = *reg;
   with_keys.flatten_fn = reg->flatten_with_keys_fn;
-  Ref live_children, context;
-  if (!CallCustomFlatten(&with_keys, obj, &live_children, &context)) return nullptr;
+  Ref live_children, context;  // torch drops this context: the spec's is flatten_fn's
+  if (!CallCustomFlatten(&with_keys, obj, &live_children, &context)) return false;
   // Unpacking a pair below may run user code that mutates the returned list.
   Ref key_children(FrozenSequence(live_children.get()));
-  if (!key_children) return nullptr;
+  if (!key_children) return false;
   Py_ssize_t m = PySequence_Fast_GET_SIZE(key_children.get());
-  if (m != n) {
-    PyErr_Format(PyExc_ValueError,
-                 "flatten_with_keys_fn of %R gave %zd children but its flatten_fn gave %zd",
-                 reg->type, m, n);
-    return nullptr;
-  }
-  Ref keys(PyList_New(m));
-  if (!keys) return nullptr;
+  Ref k_list(PyList_New(m)), c_list(PyList_New(m));
+  if (!k_list || !c_list) return false;
   for (Py_ssize_t k = 0; k < m; ++k) {
     // Each entry unpacks as `k, c` in torch.
     Ref pair(PySequence_Tuple(PySequence_Fast_ITEMS(key_children.get())[k]));
-    if (!pair) return nullptr;
+    if (!pair) return false;
     if (PyTuple_GET_SIZE(pair.get()) != 2) {
       PyErr_Format(PyExc_ValueError,
                    "flatten_with_keys_fn of %R must return (key, child) pairs, got %R",
                    reg->type, pair.get());
-      return nullptr;
+      return false;
     }
-    PyObject* key = PyTuple_GET_ITEM(pair.get(), 0);
-    Py_INCREF(key);
-    PyList_SET_ITEM(keys.get(), k, key);
+    for (int j = 0; j < 2; ++j) {
+      PyObject* o = PyTuple_GET_ITEM(pair.get(), j);
+      Py_INCREF(o);
+      PyList_SET_ITEM(j == 0 ? k_list.get() : c_list.get(), k, o);
+    }
   }
-  return keys.release();
+  *keys = std::move(k_list);
+  *children = std::move(c_list);
+  return true;
 }
 
 PyObject* PySetKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -177,6 +205,8 @@ PyObject* PySetKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     Py_XSETREF(*slots[k], args[k]);
   }
   for (PyObject*& cached : g_index_keys) Py_CLEAR(cached);
+  Py_XSETREF(g_field_keys, PyDict_New());
+  if (g_field_keys == nullptr) return nullptr;
   Ref probe(PyUnicode_FromString("probe"));
   if (!probe) return nullptr;
   Py_XSETREF(g_sequence_field, DirectField(g_sequence_key, probe.get()));
@@ -213,7 +243,7 @@ PyObject* PyTreeLeavesWithPath(PyObject*, PyObject* const* args, Py_ssize_t narg
   }
   if (!KeyTypesReady()) return nullptr;
   ScratchBuilder b;
-  if (!FlattenWithPathInto(a[0], a[1], b.get())) return nullptr;
+  if (!LeavesWithPathInto(a[0], a[1], b.get())) return nullptr;
   return StealIntoList(&b->paths);
 }
 

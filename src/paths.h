@@ -17,11 +17,17 @@ PyObject* MakeSequenceKey(Py_ssize_t i);
 PyObject* MakeMappingKey(PyObject* key);
 // GetAttrKey(cls._fields[i]) for a namedtuple class (new reference).
 PyObject* MakeFieldKey(PyObject* cls, Py_ssize_t i);
+// cls._fields (new reference): read once per namedtuple node, as torch does.
+PyObject* FieldsOf(PyObject* cls);
+// GetAttrKey(fields[i]) (new reference); keys of str names are cached.
+PyObject* MakeFieldKeyAt(PyObject* fields, Py_ssize_t i);
 // ((*path), leaf) (new reference).
 PyObject* MakePathPair(const std::vector<PyObject*>& path, PyObject* leaf);
-// The keys of reg->flatten_with_keys_fn(obj) as a new list; ValueError (torch's
-// text) when the type has no such function or it gives other than `n` children.
-PyObject* CallFlattenWithKeys(const Registration* reg, PyObject* obj, Py_ssize_t n);
+// Calls reg->flatten_with_keys_fn(obj) as torch's _generate_key_paths does
+// and splits its `(key, child)` pairs into two new lists of equal length,
+// private to the caller. ValueError (torch's text) when the type has no such
+// function. The function's context is dropped, as torch drops it.
+bool CallFlattenWithKeys(const Registration* reg, PyObject* obj, Ref* keys, Ref* children);
 
 }  // namespace cpytree
 
