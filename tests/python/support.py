@@ -105,3 +105,25 @@ def installed(**kwargs: Any):
         yield _torch.status()
     finally:
         cpytree.uninstall()
+
+
+def builtin_container_strategies(children: Any, keys: Any, maxlens: Any) -> list[Any]:
+    """Hypothesis strategies of every builtin container kind over `children`.
+
+    list, tuple, dict, OrderedDict and defaultdict(list) with `keys`, and
+    deques with a maxlen drawn from `maxlens`; callers add their own node types.
+    """
+    from collections import OrderedDict, defaultdict, deque
+
+    from hypothesis import strategies as st
+
+    return [
+        st.lists(children, max_size=3),
+        st.lists(children, max_size=3).map(tuple),
+        st.dictionaries(keys, children, max_size=3),
+        st.dictionaries(keys, children, max_size=3).map(OrderedDict),
+        st.dictionaries(keys, children, max_size=3).map(lambda d: defaultdict(list, d)),
+        st.tuples(st.lists(children, max_size=3), maxlens).map(
+            lambda pair: deque(pair[0], maxlen=pair[1])
+        ),
+    ]

@@ -30,6 +30,7 @@ from hypothesis import given, strategies as st
 
 import cpytree
 import cpytree._reference as ref
+from support import builtin_container_strategies
 
 try:
     import torch.utils._pytree as torch_pytree
@@ -425,14 +426,7 @@ _keys = st.one_of(st.text(max_size=4), st.integers(-5, 5), st.booleans(), st.non
 
 def _containers(children: Any) -> Any:
     return st.one_of(
-        st.lists(children, max_size=3),
-        st.lists(children, max_size=3).map(tuple),
-        st.dictionaries(_keys, children, max_size=3),
-        st.dictionaries(_keys, children, max_size=3).map(OrderedDict),
-        st.dictionaries(_keys, children, max_size=3).map(lambda d: defaultdict(list, d)),
-        st.tuples(st.lists(children, max_size=3), st.one_of(st.none(), st.integers(3, 4))).map(
-            lambda pair: deque(pair[0], maxlen=pair[1])
-        ),
+        *builtin_container_strategies(children, _keys, st.one_of(st.none(), st.integers(3, 4))),
         st.tuples(children, children).map(lambda xy: Point(*xy)),
     )
 

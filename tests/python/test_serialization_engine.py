@@ -14,7 +14,6 @@ src/deserialize.cc) against torch 2.13 and the pure-Python reference.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict, defaultdict, deque
 from typing import Any, NamedTuple
 
 import pytest
@@ -22,6 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import cpytree
 import cpytree._reference as ref
+from support import builtin_container_strategies
 
 try:
     import torch.utils._pytree as torch_pytree
@@ -92,14 +92,7 @@ _json_values = st.recursive(
 
 def _containers(children: Any) -> Any:
     return st.one_of(
-        st.lists(children, max_size=3),
-        st.lists(children, max_size=3).map(tuple),
-        st.dictionaries(_keys, children, max_size=3),
-        st.dictionaries(_keys, children, max_size=3).map(OrderedDict),
-        st.dictionaries(_keys, children, max_size=3).map(lambda d: defaultdict(list, d)),
-        st.tuples(st.lists(children, max_size=3), st.one_of(st.none(), st.integers(0, 4))).map(
-            lambda pair: deque(pair[0], maxlen=pair[1])
-        ),
+        *builtin_container_strategies(children, _keys, st.one_of(st.none(), st.integers(0, 4))),
         st.tuples(children, children).map(lambda xy: Pair(*xy)),
         st.tuples(_json_values, st.lists(children, max_size=2)).map(lambda p: Box(*p)),
         st.tuples(_text, st.lists(children, max_size=2)).map(lambda p: Hooked(*p)),
