@@ -29,38 +29,9 @@ SerializationState g_serial{};
 
 namespace {
 
-constexpr char kHex[] = "0123456789abcdef";
-
-void AppendU16Escape(std::string* out, std::uint32_t c) {
-  char buf[6] = {'\\', 'u', kHex[(c >> 12) & 15], kHex[(c >> 8) & 15], kHex[(c >> 4) & 15],
-                 kHex[c & 15]};
-  out->append(buf, 6);
-}
-
-// One code point as json's ascii encoder writes it.
-void AppendEscapedCodePoint(std::string* out, std::uint32_t c) {
-  if (c >= ' ' && c <= '~' && c != '\\' && c != '"') {
-    out->push_back(static_cast<char>(c));
-    return;
-  }
-  switch (c) {
-    case '\\': out->append("\\\\"); return;
-    case '"': out->append("\\\""); return;
-    case '\b': out->append("\\b"); return;
-    case '\f': out->append("\\f"); return;
-    case '\n': out->append("\\n"); return;
-    case '\r': out->append("\\r"); return;
-    case '\t': out->append("\\t"); return;
-    default: break;
-  }
-  if (c >= 0x10000) {  // a surrogate pair
-    std::uint32_t v = c - 0x10000;
-    AppendU16Escape(out, 0xD800 | ((v >> 10) & 0x3FF));
-    AppendU16Escape(out, 0xDC00 | (v & 0x3FF));
-  } else {
-    AppendU16Escape(out, c);
-  }
-}
+// One code point as json's ascii encoder writes it (shared with the header
+// library's Dumps).
+using internal::AppendJsonCodePoint;
 
 // Appends the ASCII bytes [p, p+n) escaped (no quotes): the inner JSON text
 // of a hookless context written again as a JSON string.
@@ -74,7 +45,7 @@ void AppendEscapedAscii(std::string* out, const char* p, std::size_t n) {
     }
     out->append(p + i - run, run);
     run = 0;
-    AppendEscapedCodePoint(out, b);
+    AppendJsonCodePoint(out, b);
   }
   out->append(p + n - run, run);
 }
@@ -431,7 +402,7 @@ void AppendJsonStr(std::string* out, PyObject* s) {
     int kind = PyUnicode_KIND(s);
     const void* data = PyUnicode_DATA(s);
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    for (Py_ssize_t i = 0; i < n; ++i) AppendEscapedCodePoint(out, PyUnicode_READ(kind, data, i));
+    for (Py_ssize_t i = 0; i < n; ++i) AppendJsonCodePoint(out, PyUnicode_READ(kind, data, i));
   }
   out->push_back('"');
 }

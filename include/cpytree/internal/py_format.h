@@ -129,6 +129,34 @@ inline void AppendPyStrRepr(std::string* out, std::string_view s) {
   out->push_back(quote);
 }
 
+// Appends code point `cp` as `json.dumps` (ensure_ascii) writes it inside a
+// string: printable ASCII as is, short escapes for quote, backslash and
+// \n \r \t \b \f, `\uXXXX` otherwise (astral code points as a surrogate pair).
+// The engine's dumps (src/serialize.cc) writes Python str code points with it.
+inline void AppendJsonCodePoint(std::string* out, std::uint32_t cp) {
+  if (cp >= 0x20 && cp < 0x7F && cp != '"' && cp != '\\') {
+    out->push_back(static_cast<char>(cp));
+    return;
+  }
+  switch (cp) {
+    case '"': out->append("\\\""); return;
+    case '\\': out->append("\\\\"); return;
+    case '\n': out->append("\\n"); return;
+    case '\r': out->append("\\r"); return;
+    case '\t': out->append("\\t"); return;
+    case '\b': out->append("\\b"); return;
+    case '\f': out->append("\\f"); return;
+    default: break;
+  }
+  if (cp <= 0xFFFF) {
+    AppendHexEscape(out, 'u', cp, 4);
+  } else {
+    std::uint32_t v = cp - 0x10000;
+    AppendHexEscape(out, 'u', 0xD800 + (v >> 10), 4);
+    AppendHexEscape(out, 'u', 0xDC00 + (v & 0x3FF), 4);
+  }
+}
+
 // Appends `s` as `json.dumps` writes a str: quoted, ASCII only, astral code
 // points as surrogate pairs. Throws Error on malformed UTF-8.
 inline void AppendJsonString(std::string* out, std::string_view s) {
@@ -145,23 +173,7 @@ inline void AppendJsonString(std::string* out, std::string_view s) {
     if (!DecodeUtf8(s, &i, &cp)) {
       throw Error("cannot serialize a string that is not valid UTF-8");
     }
-    switch (cp) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
-      case '\b': out->append("\\b"); break;
-      case '\f': out->append("\\f"); break;
-      default:
-        if (cp <= 0xFFFF) {
-          AppendHexEscape(out, 'u', cp, 4);
-        } else {
-          std::uint32_t v = cp - 0x10000;
-          AppendHexEscape(out, 'u', 0xD800 + (v >> 10), 4);
-          AppendHexEscape(out, 'u', 0xDC00 + (v & 0x3FF), 4);
-        }
-    }
+    AppendJsonCodePoint(out, cp);
   }
   out->push_back('"');
 }
