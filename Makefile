@@ -21,7 +21,7 @@ build: setup
 	  -C install.strip=false -e .
 
 # The floor instrument (a measuring tool kept outside the product) when present.
-FLOOR_SRC ?= /work/shared/tools/floor
+FLOOR_SRC ?= $(abspath ../shared/tools/floor)
 FLOOR_DIR := build/floor
 floor:
 	@if [ -f $(FLOOR_SRC)/floor.c ]; then mkdir -p $(FLOOR_DIR) && cp $(FLOOR_SRC)/floor.c $(FLOOR_SRC)/build.sh $(FLOOR_DIR)/ \
@@ -53,23 +53,35 @@ test-python: build
 test: test-cpp test-python
 
 # Static checks, each run even when an earlier one fails: ruff (rules in
-# pyproject.toml; `ruff format --check` is left out while the code base is not
-# formatter-clean), mypy --strict on the package (python/cpytree, the harness
-# included, nothing excluded; _C.pyi types the extension), and clang-format
-# (.clang-format) on src/ and include/ when clang-format is installed.
-lint: setup
+# pyproject.toml) and `ruff format --check`, mypy --strict on the package
+# (python/cpytree, the harness included, nothing excluded; _C.pyi types the
+# extension), clang-format (.clang-format) on src/ and include/, clang-tidy
+# (.clang-tidy) on src/ with the headers it includes (compile commands from a
+# configure-only tree, build/lint), and scripts/source_lint.py (every entry
+# point guarded, recursion calls paired, one guard header). The set-up installs
+# clang-format and clang-tidy from Debian.
+LINTBUILD := build/lint
+lint:
+	@SETUP_LINT=1 bash scripts/setup.sh
 	@status=0; \
-	echo "lint: ruff check python tests benchmarks"; \
-	$(VENV)/bin/ruff check python tests benchmarks || status=1; \
+	echo "lint: ruff check python tests benchmarks scripts"; \
+	$(VENV)/bin/ruff check python tests benchmarks scripts || status=1; \
+	echo "lint: ruff format --check python tests benchmarks scripts"; \
+	$(VENV)/bin/ruff format --check python tests benchmarks scripts || status=1; \
 	echo "lint: mypy --strict python/cpytree"; \
 	$(VENV)/bin/mypy --strict python/cpytree || status=1; \
-	if command -v clang-format >/dev/null 2>&1; then \
-	  echo "lint: clang-format --dry-run --Werror src include"; \
-	  find src include -name '*.h' -o -name '*.cc' | sort | xargs clang-format --dry-run --Werror \
-	    || status=1; \
-	else \
-	  echo "lint: clang-format not installed; src/ and include/ formatting not checked"; \
-	fi; \
+	echo "lint: clang-format --dry-run --Werror src include"; \
+	find src include -name '*.h' -o -name '*.cc' | sort | xargs clang-format --dry-run --Werror \
+	  || status=1; \
+	echo "lint: clang-tidy src"; \
+	$(VENV)/bin/cmake -S . -B $(LINTBUILD) -G Ninja -DCPYTREE_BUILD_PYTHON=ON -DCPYTREE_BUILD_TESTS=OFF \
+	  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DPython_EXECUTABLE=$(abspath $(PY)) \
+	  -Dpybind11_DIR="$$($(PY) -m pybind11 --cmakedir)" \
+	  -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV))/bin/ninja >/dev/null \
+	  && ls src/*.cc | xargs -P $(JOBS) -n 4 clang-tidy -p $(LINTBUILD) --quiet \
+	  || status=1; \
+	echo "lint: scripts/source_lint.py src"; \
+	$(PY) scripts/source_lint.py src || status=1; \
 	exit $$status
 
 harness: build floor

@@ -10,6 +10,8 @@ VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 REQUIREMENTS=${REQUIREMENTS:-requirements-dev.txt}
 APT_PKGS=(libabsl-dev libgtest-dev nlohmann-json3-dev libsimdjson-dev g++ cmake)
+# SETUP_LINT=1 (`make lint`): the C++ formatter and linter too.
+[ "${SETUP_LINT:-0}" = 1 ] && APT_PKGS+=(clang-format clang-tidy)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do

@@ -141,7 +141,7 @@ inline constexpr std::uintptr_t kStackPerLevel = 8192;
 #else
 inline constexpr std::uintptr_t kStackPerLevel = 384;
 #endif
-inline constexpr std::uintptr_t kStackReserve = 256 * 1024;
+inline constexpr std::uintptr_t kStackReserve = std::uintptr_t{256} * 1024;
 
 // The lowest usable address of this thread's stack (cached per thread), or 0
 // when unknown.

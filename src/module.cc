@@ -93,7 +93,7 @@ PyMethodDef kModuleMethods[] = {
     {"_set_torch_spec_classes", FASTCALL_KW(PySetTorchSpecClasses), METH_FASTCALL,
      "_set_torch_spec_classes(TreeSpec, LeafSpec, treespec_leaf, ConstantNode, /)\n--\n\n"
      "install(): torch's spec classes (all None to clear); see torch_interop.h."},
-    {"_set_torch_pickling", PySetTorchPickling, METH_O,
+    {"_set_torch_pickling", GUARDED(PySetTorchPickling), METH_O,
      "_set_torch_pickling(flag, /)\n--\n\nPickle specs in torch's form (install()) or cpytree's."},
     {"_set_known_flattens", FASTCALL_KW(PySetKnownFlattens), METH_FASTCALL,
      "_set_known_flattens(dict_like, list_like, /)\n--\n\n"
@@ -120,7 +120,7 @@ PyModuleDef kModule = {
 }  // namespace
 }  // namespace cpytree
 
-PyMODINIT_FUNC PyInit__C() {
+PyMODINIT_FUNC PyInit__C() {  // NOLINT(bugprone-reserved-identifier): CPython names it
   using namespace cpytree;
   if (!InitRegistry() || !InitTreeSpecType() || !InitTreeIterType()) return nullptr;
   PyObject* m = PyModule_Create(&kModule);

@@ -114,8 +114,8 @@ inline void AppendPyStrRepr(std::string* out, std::string_view s) {
       out->append("\\n");
     } else if (cp == '\r') {
       out->append("\\r");
-    } else if (cp < 0x20 || cp == 0x7F) {
-      AppendHexEscape(out, 'x', cp, 2);
+    } else if (cp < 0x20 || cp == 0x7F) {  // NOLINT(bugprone-branch-clone): the printable
+      AppendHexEscape(out, 'x', cp, 2);    // test must come between the two \x cases
     } else if (cp < 0x7F || IsPythonPrintable(cp)) {
       out->append(s.data() + start, i - start);
     } else if (cp <= 0xFF) {

@@ -37,9 +37,10 @@ Backends (name: what):
   jax                `jax.tree_util` (None is an empty node, dict keys sorted)
   dm-tree            `tree` (dict keys sorted, no spec object: the structure
                      is the tree itself; cannot register custom nodes)
-  floor              `pytree_floor`, the measuring instrument of
-                     /work/shared/tools/floor: list/tuple/dict only, so it
-                     runs builtin-only workloads, and only the first four ops.
+  floor              `pytree_floor`, the measuring instrument kept outside
+                     the product (../shared/tools/floor from the project
+                     root; `make floor` builds it): list/tuple/dict only, so
+                     it runs builtin-only workloads, and only the first four ops.
                      Found on sys.path or in the folder named by
                      $CPYTREE_FLOOR_PATH.
 
@@ -495,7 +496,7 @@ def _load_floor() -> Backend:
         folder = os.environ.get("CPYTREE_FLOOR_PATH")
         if not folder:
             return _missing(
-                "floor", f"{first_error} (build /work/shared/tools/floor, set CPYTREE_FLOOR_PATH)"
+                "floor", f"{first_error} (`make floor`, or set CPYTREE_FLOOR_PATH)"
             )
         if folder not in sys.path:
             sys.path.append(folder)

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""House rules of the extension's sources that no general linter checks (`make lint`).
+
+1. Every entry point is guarded: each function a PyMethodDef / PyGetSetDef
+   table or a `tp_*` slot hands to CPython goes through `Guarded<fn>::Call`
+   (directly, or through a guard macro: a macro whose definition uses
+   `Guarded<`), which turns a C++ exception into a Python one and refuses
+   calls during interpreter exit. Slots that only release memory
+   (`tp_dealloc`, `tp_traverse`, `tp_clear`) and CPython's own functions
+   (`PyObject_SelfIter`) need none.
+2. `Py_EnterRecursiveCall` and `Py_LeaveRecursiveCall` come in pairs: as
+   many of each in every function body that uses them.
+3. Guard macros are defined once (one header), not once per file.
+
+    python3 scripts/source_lint.py [src]
+
+Prints one line per finding (file:line: message) and exits 1 if any.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+UNGUARDED_SLOTS = {"tp_dealloc", "tp_free", "tp_traverse", "tp_clear", "tp_new", "tp_alloc"}
+TABLE_SLOTS = {"tp_methods", "tp_getset", "tp_members", "tp_base", "tp_as_number"}
+TABLE_START = re.compile(r"\b(PyMethodDef|PyGetSetDef)\s+\w+\s*\[\s*\]\s*=\s*\{")
+ENTRY = re.compile(r'^\s*\{\s*"(?P<name>[^"]+)"\s*,\s*(?P<fn>[^,]+)')
+SLOT = re.compile(r"\.(?P<slot>tp_\w+)\s*=\s*(?P<value>[^;]+);")
+DEFINE = re.compile(r"^\s*#\s*define\s+(?P<name>\w+)\(")
+FUNCTION_START = re.compile(r"^\S.*\)\s*(const\s*)?\{\s*$")
+
+
+def guard_macros(lines: list[str]) -> list[tuple[str, int]]:
+    """(name, line) of each macro defined in `lines` whose body uses `Guarded<`."""
+    found = []
+    for number, line in enumerate(lines, 1):
+        if m := DEFINE.match(line):
+            body, i = line, number
+            while body.rstrip().endswith("\\") and i < len(lines):
+                body += lines[i]
+                i += 1
+            if "Guarded<" in body:
+                found.append((m["name"], number))
+    return found
+
+
+GUARDS: tuple[str, ...] = ("Guarded<",)
+
+
+def check_tables(path: Path, lines: list[str]) -> list[str]:
+    """Rule 1 for the method and getset tables of one file."""
+    findings = []
+    in_table = False
+    for number, line in enumerate(lines, 1):
+        if TABLE_START.search(line):
+            in_table = True
+            continue
+        if in_table and line.strip().startswith("};"):
+            in_table = False
+            continue
+        if not in_table:
+            continue
+        match = ENTRY.match(line)
+        if match and not any(g in match["fn"] for g in GUARDS):
+            fn = match["fn"].strip()
+            if fn != "nullptr":
+                findings.append(f"{path}:{number}: entry {match['name']!r} calls {fn} unguarded")
+    return findings
+
+
+def check_slots(path: Path, text: str) -> list[str]:
+    """Rule 1 for `Type.tp_slot = fn;` assignments."""
+    findings = []
+    for match in SLOT.finditer(text):
+        slot, value = match["slot"], match["value"].strip()
+        if slot in UNGUARDED_SLOTS or slot in TABLE_SLOTS:
+            continue  # a slot that cannot raise, or a table checked entry by entry
+        if not re.match(r"^&?[A-Za-z_][\w:<>]*$", value) or re.match(r"^Py[A-Z][a-z]*_", value):
+            continue  # data (flags, sizes, names), or CPython's own function
+        if not any(g in value for g in GUARDS) and not _guarded_wrapper(text, value):
+            number = text.count("\n", 0, match.start()) + 1
+            findings.append(f"{path}:{number}: slot {slot} is {value}, unguarded")
+    return findings
+
+
+def _guarded_wrapper(text: str, name: str) -> bool:
+    """Whether `name` is a one-line function that returns `Guarded<...>::Call(...)`."""
+    pattern = rf"\b{re.escape(name.lstrip('&'))}\([^)]*\)\s*\{{\s*return\s+Guarded<"
+    return re.search(pattern, text) is not None
+
+
+def check_recursion_pairs(path: Path, lines: list[str]) -> list[str]:
+    """Rule 2: per top-level function body, Enter and Leave counts match."""
+    findings = []
+    start, enters, leaves = 0, 0, 0
+    for number, line in enumerate(lines, 1):
+        if FUNCTION_START.match(line):
+            start, enters, leaves = number, 0, 0
+        enters += line.count("Py_EnterRecursiveCall(")
+        leaves += line.count("Py_LeaveRecursiveCall(")
+        if line.startswith("}") and (enters or leaves):
+            if enters != leaves:
+                findings.append(
+                    f"{path}:{start}: {enters} Py_EnterRecursiveCall but {leaves} "
+                    "Py_LeaveRecursiveCall in this function"
+                )
+            enters = leaves = 0
+    return findings
+
+
+def main(root: str = "src") -> int:
+    global GUARDS
+    findings: list[str] = []
+    macros: dict[str, list[str]] = {}
+    paths = sorted(p for p in Path(root).glob("*.*") if p.suffix in (".cc", ".h"))
+    texts = {p: p.read_text(encoding="utf-8") for p in paths}
+    for path, text in texts.items():
+        for name, number in guard_macros(text.splitlines()):
+            macros.setdefault(name, []).append(f"{path}:{number}")
+    GUARDS = ("Guarded<", *(f"{name}(" for name in macros))
+    for path, text in texts.items():
+        lines = text.splitlines()
+        if path.suffix == ".cc":
+            findings += check_tables(path, lines)
+            findings += check_slots(path, text)
+            findings += check_recursion_pairs(path, lines)
+    for name, places in sorted(macros.items()):
+        if len(places) > 1:
+            findings.append(f"{places[1]}: guard macro {name} defined again (first at {places[0]})")
+    files = {place.rsplit(":", 1)[0] for places in macros.values() for place in places}
+    if len(files) > 1:
+        findings.append(
+            f"guard macros defined in {len(files)} files ({', '.join(sorted(files))}): one header"
+        )
+    print("\n".join(findings) if findings else f"source lint: {root}/ clean")
+    return 1 if findings else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(*sys.argv[1:]))

@@ -1,0 +1,59 @@
+"""scripts/source_lint.py (run by `make lint`) finds what it is there to find."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("source_lint", ROOT / "scripts" / "source_lint.py")
+assert _spec is not None and _spec.loader is not None
+source_lint = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(source_lint)
+
+GUARD_H = """\
+#define GUARDED(fn) (&Guarded<fn>::Call)
+#define FASTCALL_KW(fn) \\
+  reinterpret_cast<PyCFunction>(&Guarded<fn>::Call)
+"""
+
+MODULE_CC = """\
+#include "guard.h"
+PyObject* IterNext(PyObject* self) { return Guarded<IterNextImpl>::Call(self); }
+static PyMethodDef kMethods[] = {
+    {"good", GUARDED(Good), METH_O, nullptr},
+    {"fast", FASTCALL_KW(Fast), METH_FASTCALL, nullptr},
+    {"bad", Bad, METH_O, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+void Init() {
+  Type.tp_iternext = IterNext;
+  Type.tp_iter = PyObject_SelfIter;
+  Type.tp_dealloc = Dealloc;
+  Type.tp_hash = SpecHash;
+  Type.tp_methods = kMethods;
+}
+int Walk(PyObject* o) {
+  if (Py_EnterRecursiveCall(" in walk")) return -1;
+  return 0;
+}
+"""
+
+
+def test_finds_unguarded_entries_slots_unpaired_calls_and_repeated_macros(tmp_path, capsys):
+    (tmp_path / "guard.h").write_text(GUARD_H)
+    (tmp_path / "module.cc").write_text(MODULE_CC)
+    assert source_lint.main(str(tmp_path)) == 1
+    found = capsys.readouterr().out.splitlines()
+    assert found == [
+        f"{tmp_path}/module.cc:6: entry 'bad' calls Bad unguarded",
+        f"{tmp_path}/module.cc:13: slot tp_hash is SpecHash, unguarded",
+        f"{tmp_path}/module.cc:16: 1 Py_EnterRecursiveCall but 0 Py_LeaveRecursiveCall in this function",
+    ]
+    (tmp_path / "again.cc").write_text("#define GUARDED(fn) (&Guarded<fn>::Call)\n")
+    assert source_lint.main(str(tmp_path)) == 1
+    found = capsys.readouterr().out.splitlines()
+    assert (
+        f"{tmp_path}/guard.h:1: guard macro GUARDED defined again (first at {tmp_path}/again.cc:1)"
+        in found
+    )
