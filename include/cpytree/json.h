@@ -124,20 +124,19 @@ inline void AppendSchema(const Node* nodes, const Value* items, std::int64_t i, 
   }
   const Value* ctx = items + n.ctx;
   out->append(R"({"type": )");
+  if (n.kind != NodeKind::kCustom) {
+    out->push_back('"');
+    out->append(SerializedTypeName(n.kind));
+    out->append(R"(", "context": )");
+  }
   switch (n.kind) {
-    case NodeKind::kTuple: out->append(R"("builtins.tuple", "context": "null")"); break;
-    case NodeKind::kList: out->append(R"("builtins.list", "context": "null")"); break;
+    case NodeKind::kTuple:
+    case NodeKind::kList: out->append(R"("null")"); break;
     case NodeKind::kDict:
-      out->append(R"("builtins.dict", "context": )");
-      AppendEncodedKeyList(ctx, n.arity, out);
-      break;
-    case NodeKind::kOrderedDict:
-      out->append(R"("collections.OrderedDict", "context": )");
-      AppendEncodedKeyList(ctx, n.arity, out);
-      break;
+    case NodeKind::kOrderedDict: AppendEncodedKeyList(ctx, n.arity, out); break;
     case NodeKind::kDefaultDict: {
       const Value::List& f = ctx[0].as_list();
-      out->append(R"("collections.defaultdict", "context": {"default_factory_module": )");
+      out->append(R"({"default_factory_module": )");
       AppendJsonString(out, f[0].as_string());
       out->append(R"(, "default_factory_name": )");
       AppendJsonString(out, f[1].as_string());
@@ -149,12 +148,8 @@ inline void AppendSchema(const Node* nodes, const Value* items, std::int64_t i, 
       out->append("]}");
       break;
     }
-    case NodeKind::kNamedTuple:
-      out->append(R"("collections.namedtuple", "context": )");
-      AppendJsonString(out, ctx[0].as_string());
-      break;
+    case NodeKind::kNamedTuple: AppendJsonString(out, ctx[0].as_string()); break;
     case NodeKind::kDeque: {
-      out->append(R"("collections.deque", "context": )");
       std::string inner;
       AppendPyJson(ctx[0], &inner);
       AppendJsonString(out, inner);
@@ -245,16 +240,7 @@ class SchemaReader {
     if (v == nullptr) Fail(std::string("a spec node needs the key \"") + key + "\"", path);
     return *v;
   }
-  static NodeKind KindOf(std::string_view type) {
-    if (type == "builtins.tuple") return NodeKind::kTuple;
-    if (type == "builtins.list") return NodeKind::kList;
-    if (type == "builtins.dict") return NodeKind::kDict;
-    if (type == "collections.namedtuple") return NodeKind::kNamedTuple;
-    if (type == "collections.OrderedDict") return NodeKind::kOrderedDict;
-    if (type == "collections.defaultdict") return NodeKind::kDefaultDict;
-    if (type == "collections.deque") return NodeKind::kDeque;
-    return NodeKind::kCustom;
-  }
+  static NodeKind KindOf(std::string_view type) { return KindOfSerializedTypeName(type); }
   // Decodes a context that torch stores as JSON text inside a JSON string.
   static Value Decode(const Value& context, const SchemaPath& path) {
     if (!context.is_string()) Fail("\"context\" must be a string of JSON text", path, ".context");

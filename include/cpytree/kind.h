@@ -21,6 +21,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <string_view>
 
 namespace cpytree {
 
@@ -68,18 +70,48 @@ constexpr std::size_t FirstKeyItem(NodeKind kind) {
   return kind == NodeKind::kDefaultDict ? 1 : 0;
 }
 
-// The name torch's TreeSpec repr uses for a builtin kind (`type.__name__`).
+// The names of each builtin kind's Python type, in one table: `type_name` is
+// `type.__name__` (torch's TreeSpec repr), `serialized` the protocol-1
+// "type" field (`module.qualname`, torch's serialized type name).
+struct BuiltinKindNames {
+  NodeKind kind;
+  const char* type_name;
+  const char* serialized;
+};
+inline constexpr BuiltinKindNames kBuiltinKindNames[] = {
+    {NodeKind::kTuple, "tuple", "builtins.tuple"},
+    {NodeKind::kList, "list", "builtins.list"},
+    {NodeKind::kDict, "dict", "builtins.dict"},
+    {NodeKind::kNamedTuple, "namedtuple", "collections.namedtuple"},
+    {NodeKind::kOrderedDict, "OrderedDict", "collections.OrderedDict"},
+    {NodeKind::kDefaultDict, "defaultdict", "collections.defaultdict"},
+    {NodeKind::kDeque, "deque", "collections.deque"},
+};
+static_assert(std::size(kBuiltinKindNames) == kNumNodeKinds - 2,
+              "one row per kind but kLeaf and kCustom");
+
+// The name torch's TreeSpec repr uses for a builtin kind; nullptr for the others.
 constexpr const char* BuiltinTypeName(NodeKind kind) {
-  switch (kind) {
-    case NodeKind::kTuple: return "tuple";
-    case NodeKind::kList: return "list";
-    case NodeKind::kDict: return "dict";
-    case NodeKind::kNamedTuple: return "namedtuple";
-    case NodeKind::kOrderedDict: return "OrderedDict";
-    case NodeKind::kDefaultDict: return "defaultdict";
-    case NodeKind::kDeque: return "deque";
-    default: return nullptr;
+  for (const BuiltinKindNames& row : kBuiltinKindNames) {
+    if (row.kind == kind) return row.type_name;
   }
+  return nullptr;
+}
+
+// The protocol-1 "type" of a builtin kind; nullptr for kLeaf and kCustom.
+constexpr const char* SerializedTypeName(NodeKind kind) {
+  for (const BuiltinKindNames& row : kBuiltinKindNames) {
+    if (row.kind == kind) return row.serialized;
+  }
+  return nullptr;
+}
+
+// The builtin kind a protocol-1 "type" names, or kCustom for any other name.
+constexpr NodeKind KindOfSerializedTypeName(std::string_view name) {
+  for (const BuiltinKindNames& row : kBuiltinKindNames) {
+    if (name == row.serialized) return row.kind;
+  }
+  return NodeKind::kCustom;
 }
 
 }  // namespace cpytree

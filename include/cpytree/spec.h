@@ -373,18 +373,9 @@ inline const Value& TreeSpec::custom_context() const {
 }
 
 inline std::string TreeSpec::serialized_type() const {
-  switch (kind()) {
-    case NodeKind::kLeaf: return "";
-    case NodeKind::kTuple: return "builtins.tuple";
-    case NodeKind::kList: return "builtins.list";
-    case NodeKind::kDict: return "builtins.dict";
-    case NodeKind::kNamedTuple: return "collections.namedtuple";
-    case NodeKind::kOrderedDict: return "collections.OrderedDict";
-    case NodeKind::kDefaultDict: return "collections.defaultdict";
-    case NodeKind::kDeque: return "collections.deque";
-    case NodeKind::kCustom: return node_type_name();
-  }
-  return "";
+  if (kind() == NodeKind::kLeaf) return "";
+  if (kind() == NodeKind::kCustom) return node_type_name();
+  return SerializedTypeName(kind());
 }
 
 inline std::string TreeSpec::python_type_name() const {
