@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import importlib
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -781,3 +782,21 @@ def test_install_with_the_fallback_engine_leaves_torch_alone():
     )
     proc = _python(code, CPYTREE_INSTALL="")
     assert proc.returncode == 0, proc.stderr
+
+
+# After uninstall(), cpytree specs pickle in cpytree's own form again (while
+# installed they pickle as torch's, so caches load in processes without cpytree).
+def test_pickle_form_follows_install_state():
+    import cpytree
+
+    if cpytree.ENGINE != "cpp":
+        pytest.skip("needs the C++ engine")
+    spec = cpytree.tree_structure({"a": [1, (2, None)]})
+    cpytree.install()
+    try:
+        assert type(pickle.loads(pickle.dumps(spec))) is tp.TreeSpec
+    finally:
+        cpytree.uninstall()
+    loaded = pickle.loads(pickle.dumps(spec))
+    assert type(loaded) is cpytree.TreeSpec
+    assert loaded is spec  # interned again
