@@ -53,14 +53,16 @@ test-python: build
 test: test-cpp test-python
 
 # Static checks, each run even when an earlier one fails: ruff (rules in
-# pyproject.toml; `ruff format --check` is left out while the code base is not
-# formatter-clean), mypy --strict on the package (python/cpytree, the harness
-# included, nothing excluded; _C.pyi types the extension), and clang-format
-# (.clang-format) on src/ and include/ when clang-format is installed.
+# pyproject.toml) and `ruff format --check`, mypy --strict on the package
+# (python/cpytree, the harness included, nothing excluded; _C.pyi types the
+# extension), and clang-format (.clang-format) on src/ and include/ when
+# clang-format is installed.
 lint: setup
 	@status=0; \
 	echo "lint: ruff check python tests benchmarks"; \
 	$(VENV)/bin/ruff check python tests benchmarks || status=1; \
+	echo "lint: ruff format --check python tests benchmarks"; \
+	$(VENV)/bin/ruff format --check python tests benchmarks || status=1; \
 	echo "lint: mypy --strict python/cpytree"; \
 	$(VENV)/bin/mypy --strict python/cpytree || status=1; \
 	if command -v clang-format >/dev/null 2>&1; then \

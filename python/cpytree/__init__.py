@@ -163,6 +163,7 @@ def _version() -> str:
             parts = []
         return ".".join(parts) if len(parts) == 3 else "0+unknown"
 
+
 try:
     from . import _C
 except ImportError as _error:  # pragma: no cover - exercised by the fallback test
@@ -270,7 +271,6 @@ else:
 PyTreeSpec = TreeSpec
 
 
-
 def _reference_loads(serialized: str) -> TreeSpec:
     """The pure-Python treespec_loads, uncached, building this module's specs."""
     return cast(TreeSpec, _serialization._loads_uncached(serialized, TreeSpec, _LEAF_SPEC))
@@ -337,7 +337,6 @@ else:
     def arg_tree_leaves(*args: PyTree, **kwargs: PyTree) -> list[Any]:
         """The leaves of `args` then of the values of `kwargs`: `tree_leaves((args, kwargs))`."""
         return tree_leaves([*args, *kwargs.values()])
-
 
 
 # torch integration (python/cpytree/_torch): install() / uninstall() swap torch's

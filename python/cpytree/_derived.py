@@ -4,7 +4,8 @@
 `tree_map_only_`, `treespec_tuple`, `treespec_dict` and
 `_broadcast_to_and_flatten` only call the core functions (`tree_iter`,
 `tree_map`, `tree_map_`, `tree_structure`, `tree_unflatten`) and build
-`TreeSpec`s. `bind` defines them once over the core functions it is given:
+`TreeSpec`s. `bind` defines them once over the core functions (and the
+`spec_class` that `treespec_tuple`/`treespec_dict` build) it is given:
 `_reference` binds them to the pure-Python core, the package to the C++
 engine's. A breakpoint in this file stops in both. `map_only` needs no core
 function and is defined here once.
@@ -67,7 +68,7 @@ class Derived(NamedTuple):
 
 def bind(
     module: str,
-    TreeSpec: Any,
+    spec_class: Any,
     tree_iter: Callable[..., Iterator[Any]],
     tree_map: Callable[..., PyTree],
     tree_map_: Callable[..., PyTree],
@@ -135,9 +136,9 @@ def bind(
     def treespec_tuple(iterable: Iterable[Any] = (), /) -> Any:
         """The spec of a tuple whose items have the given specs."""
         children = list(iterable)
-        if any(not isinstance(child, TreeSpec) for child in children):
+        if any(not isinstance(child, spec_class) for child in children):
             raise ValueError(f"Expected a tuple of TreeSpec values, got: {children!r}.")
-        return TreeSpec(tuple, None, children)
+        return spec_class(tuple, None, children)
 
     def treespec_dict(
         mapping: Mapping[Any, Any] | Iterable[tuple[Any, Any]] = (),
@@ -146,9 +147,9 @@ def bind(
     ) -> Any:
         """The spec of a dict whose values have the given specs."""
         dct = dict(mapping, **kwargs)
-        if any(not isinstance(child, TreeSpec) for child in dct.values()):
+        if any(not isinstance(child, spec_class) for child in dct.values()):
             raise ValueError(f"Expected a dictionary of TreeSpec values, got: {dct!r}.")
-        return TreeSpec(dict, list(dct.keys()), list(dct.values()))
+        return spec_class(dict, list(dct.keys()), list(dct.values()))
 
     def _broadcast_to_and_flatten(
         tree: PyTree, treespec: Any, is_leaf: IsLeafFn | None = None

@@ -156,9 +156,9 @@ def _tuple_unflatten(values: Iterable[Any], context: Context) -> tuple[Any, ...]
     return tuple(values)
 
 
-
 def _tuple_flatten_with_keys(d: tuple[Any, ...]) -> tuple[KeyedChildren, None]:
     return _sequence_keyed(d), None
+
 
 def _list_flatten(d: list[Any]) -> tuple[list[Any], Context]:
     return d, None
@@ -168,9 +168,9 @@ def _list_unflatten(values: Iterable[Any], context: Context) -> list[Any]:
     return list(values)
 
 
-
 def _list_flatten_with_keys(d: list[Any]) -> tuple[KeyedChildren, None]:
     return _sequence_keyed(d), None
+
 
 def _dict_flatten(d: dict[Any, Any]) -> tuple[list[Any], Context]:
     return list(d.values()), list(d.keys())
@@ -180,10 +180,10 @@ def _dict_unflatten(values: Iterable[Any], context: Context) -> dict[Any, Any]:
     return dict(zip(context, values, strict=True))
 
 
-
 def _dict_flatten_with_keys(d: dict[Any, Any]) -> tuple[KeyedChildren, list[Any]]:
     keys = list(d.keys())
     return _mapping_keyed(keys, list(d.values())), keys
+
 
 def _namedtuple_flatten(d: Any) -> tuple[list[Any], Context]:
     return list(d), type(d)
@@ -193,11 +193,11 @@ def _namedtuple_unflatten(values: Iterable[Any], context: Context) -> Any:
     return context(*values)
 
 
-
 def _namedtuple_flatten_with_keys(d: Any) -> tuple[KeyedChildren, type]:
     cls = type(d)
     keyed: KeyedChildren = [(GetAttrKey(field), v) for field, v in zip(cls._fields, d, strict=True)]
     return keyed, cls
+
 
 def _namedtuple_serialize(context: Context) -> DumpableContext:
     if context not in SUPPORTED_SERIALIZED_TYPES:
@@ -247,12 +247,12 @@ def _ordereddict_unflatten(values: Iterable[Any], context: Context) -> "OrderedD
     return OrderedDict(zip(context, values, strict=True))
 
 
-
 def _ordereddict_flatten_with_keys(
     d: "OrderedDict[Any, Any]",
 ) -> tuple[KeyedChildren, list[Any]]:
     keys = list(d.keys())
     return _mapping_keyed(keys, list(d.values())), keys
+
 
 _odict_flatten, _odict_unflatten = _ordereddict_flatten, _ordereddict_unflatten  # torch's aliases
 
@@ -267,12 +267,12 @@ def _defaultdict_unflatten(values: Iterable[Any], context: Context) -> "defaultd
     return defaultdict(default_factory, _dict_unflatten(values, keys))
 
 
-
 def _defaultdict_flatten_with_keys(
     d: "defaultdict[Any, Any]",
 ) -> tuple[KeyedChildren, list[Any]]:
     keys = list(d.keys())
     return _mapping_keyed(keys, list(d.values())), [d.default_factory, keys]
+
 
 def _defaultdict_serialize(context: Context) -> DumpableContext:
     default_factory, keys = context
@@ -407,9 +407,9 @@ def _deque_unflatten(values: Iterable[Any], context: Context) -> "deque[Any]":
     return deque(values, maxlen=context)
 
 
-
 def _deque_flatten_with_keys(d: "deque[Any]") -> tuple[KeyedChildren, int | None]:
     return _sequence_keyed(d), d.maxlen
+
 
 def _register_builtin_nodes() -> None:
     """Register the node types every pytree knows (run once, at import)."""
@@ -452,4 +452,3 @@ STANDARD_DICT_TYPES: frozenset[type] = frozenset({dict, OrderedDict, defaultdict
 BUILTIN_TYPES: frozenset[Any] = frozenset(
     {tuple, list, dict, namedtuple, OrderedDict, defaultdict, deque}
 )
-

@@ -536,7 +536,6 @@ def tree_map_with_path(
     return treespec.unflatten(func(*xs) for xs in zip(*columns, strict=True))
 
 
-
 # --------------------------------------------------------------------------
 # Helpers derived from the traversals above (cpytree._derived; the package
 # binds the same definitions to the C++ engine's traversals)

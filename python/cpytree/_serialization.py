@@ -286,9 +286,7 @@ def _decode_node(json_schema: Any) -> tuple[Any, Any, list[Any]] | None:
 
 def _is_key_list(keys: Any, count: int) -> bool:
     return (
-        type(keys) is list
-        and len(keys) == count
-        and all(isinstance(key, Hashable) for key in keys)
+        type(keys) is list and len(keys) == count and all(isinstance(key, Hashable) for key in keys)
     )
 
 

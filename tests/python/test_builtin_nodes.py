@@ -80,11 +80,11 @@ def test_matches_torch(impl, torch_pytree):
 
 def _reordered():
     od = collections.OrderedDict((k, i) for i, k in enumerate("abcdef"))
-    od.move_to_end("a")                 # a to the back
-    od.move_to_end("e", last=False)     # e to the front
+    od.move_to_end("a")  # a to the back
+    od.move_to_end("e", last=False)  # e to the front
     del od["c"]
-    od["c"] = 99                        # re-inserted: at the back
-    od["b"] = [1, 2]                    # overwritten in place: keeps its position
+    od["c"] = 99  # re-inserted: at the back
+    od["b"] = [1, 2]  # overwritten in place: keeps its position
     return od
 
 
@@ -102,8 +102,14 @@ def test_flatten_follows_ordereddict_order(impl):
 def test_map_and_flatten_up_to_follow_ordereddict_order(impl):
     od = _reordered()
     mapped = impl.tree_map(lambda x: x * 10, od)
-    assert list(mapped.items()) == [("e", 40), ("b", [10, 20]), ("d", 30), ("f", 50),
-                                    ("a", 0), ("c", 990)]
+    assert list(mapped.items()) == [
+        ("e", 40),
+        ("b", [10, 20]),
+        ("d", 30),
+        ("f", 50),
+        ("a", 0),
+        ("c", 990),
+    ]
     spec = impl.tree_structure(od)
     assert spec.flatten_up_to(od) == [4, 1, 2, 3, 5, 0, 99]
     prefix = impl.tree_structure(collections.OrderedDict((k, 0) for k in od))

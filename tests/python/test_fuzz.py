@@ -59,8 +59,10 @@ def test_fuzz_random_inputs(engine_on):
 def test_fuzz_torch_mode(engine_on):
     """The torch mode (install() active, torch-made specs vs torch): a short run."""
     seconds = os.environ.get("CPYTREE_FUZZ_TORCH_SECONDS", "20")
-    out = run_fuzzer(["--torch", "--random", "5000", "--seed", "1", "--seconds", seconds],
-                     timeout=int(seconds) * 5 + 240)
+    out = run_fuzzer(
+        ["--torch", "--random", "5000", "--seed", "1", "--seconds", seconds],
+        timeout=int(seconds) * 5 + 240,
+    )
     assert inputs_tried(out) > 0, out[-2000:]
 
 
@@ -71,8 +73,14 @@ def test_fuzz_atheris_short_campaign(engine_on, tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     out = run_fuzzer(
-        [f"-runs={ATHERIS_RUNS}", f"-max_total_time={ATHERIS_SECONDS}", "-seed=1", "-max_len=512",
-         f"-artifact_prefix={tmp_path}/", str(corpus)],
+        [
+            f"-runs={ATHERIS_RUNS}",
+            f"-max_total_time={ATHERIS_SECONDS}",
+            "-seed=1",
+            "-max_len=512",
+            f"-artifact_prefix={tmp_path}/",
+            str(corpus),
+        ],
         timeout=ATHERIS_SECONDS * 10 + 120,
     )
     assert re.search(r"Done \d+ runs", out), out[-2000:]

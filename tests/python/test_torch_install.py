@@ -280,7 +280,9 @@ def test_torch_registrations_made_before_install_reach_cpytree():
         leaves = tp.tree_leaves({"r": result})
         assert leaves[0] is result.values and leaves[1] is result.indices
     # torch's registrations count without install() too (cpytree follows torch's registry)
-    assert cpytree.SUPPORTED_NODES[torch.Size].flatten_fn is tp.SUPPORTED_NODES[torch.Size].flatten_fn
+    assert (
+        cpytree.SUPPORTED_NODES[torch.Size].flatten_fn is tp.SUPPORTED_NODES[torch.Size].flatten_fn
+    )
     assert cpytree.tree_leaves(torch.Size([2, 3])) == [2, 3]
 
 

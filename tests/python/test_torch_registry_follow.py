@@ -148,7 +148,9 @@ def fresh():
             if cls in mod.SUPPORTED_NODES:
                 # types registered without a serialized name share one key, which
                 # the first deregistration deletes (torch's KeyError otherwise)
-                mod.SERIALIZED_TYPE_TO_PYTHON_TYPE.setdefault(mod.NO_SERIALIZED_TYPE_NAME_FOUND, cls)
+                mod.SERIALIZED_TYPE_TO_PYTHON_TYPE.setdefault(
+                    mod.NO_SERIALIZED_TYPE_NAME_FOUND, cls
+                )
                 mod._deregister_pytree_node(cls)
     for cls in made:
         assert cls not in cpytree.SUPPORTED_NODES and cls not in tp.SUPPORTED_NODES
@@ -260,7 +262,6 @@ def test_install_joins_both_ways_and_uninstall_returns_to_following(fresh):
 # Differential: random trees of the library's types, cpytree and the reference vs torch
 
 
-
 def _trees(constants: bool):
     leaves = st.integers(-5, 5) | st.none()
     keys = st.sampled_from(["a", "b", "c", 1, 2.5])
@@ -344,6 +345,10 @@ _LOCK_SCRIPT = textwrap.dedent(
 
 def test_concurrent_registrations_through_both_sides_do_not_deadlock():
     out = subprocess.run(
-        [sys.executable, "-c", _LOCK_SCRIPT], capture_output=True, text=True, timeout=180, check=False
+        [sys.executable, "-c", _LOCK_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
     )
     assert out.stdout.strip().splitlines()[-1] == "ok", out.stderr

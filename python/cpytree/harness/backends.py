@@ -237,7 +237,9 @@ def _torch_style(mod: Any, flatten_against: Callable[[Any], Stager]) -> dict[str
     ops.update(_spec_ops(structure, flatten_against))
     ops["dumps"] = lambda o: (mod.treespec_dumps, (structure(o.tree),), {})
     ops["loads"] = lambda o: (
-        uncached(mod.treespec_loads), (mod.treespec_dumps(structure(o.tree)),), {}
+        uncached(mod.treespec_loads),
+        (mod.treespec_dumps(structure(o.tree)),),
+        {},
     )
     return ops
 
