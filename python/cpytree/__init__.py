@@ -249,11 +249,10 @@ if _C is not None:
         def __init_subclass__(cls, **kwargs: Any) -> None:
             raise TypeError("cpytree.LeafSpec cannot be subclassed")
 else:
+    from ._keys import key_get as key_get, keystr as keystr
     from ._reference import (
         LeafSpec as LeafSpec,
         TreeSpec as TreeSpec,
-        key_get as key_get,
-        keystr as keystr,
         tree_flatten as tree_flatten,
         tree_flatten_with_path as tree_flatten_with_path,
         tree_is_leaf as tree_is_leaf,

@@ -10,7 +10,7 @@ raised.
 
 Example:
     >>> subtrees: list[Any] = []
-    >>> _flatten_up_to(tree_structure([0, 0]), [1, {"a": 2}], subtrees)
+    >>> _flatten_up_to(_reference.tree_structure([0, 0]), [1, {"a": 2}], subtrees)
     >>> subtrees
     [1, {'a': 2}]
 """
