@@ -8,8 +8,9 @@
 # minute or two to install; CUDA_VISIBLE_DEVICES is emptied, it runs on the
 # CPU), the wheel of this checkout (scripts/wheel.sh) reinstalled fresh, then
 # the tests that exercise torch: install()/uninstall(), torch.compile and
-# torch.export with install() (test_torch_install), the spec interop and
-# pickling, the install lock, the version check and rollback
+# torch.export with install(), the spec interop and pickling
+# (test_torch_install), the shared registries and the install lock
+# (test_torch_registry_follow), the version check and rollback
 # (test_torch_versions), API parity with torch's module, byte-identical
 # treespec_dumps and the differential tests against torch.utils._pytree.
 set -euo pipefail
@@ -17,7 +18,6 @@ cd "$(dirname "$0")/.."
 PYTHON=${TORCH_PYTHON:-python3}
 [ $# -gt 0 ] || set -- 2.13.0 2.14.1
 TESTS="tests/python/test_torch_install.py tests/python/test_torch_versions.py
-  tests/python/test_uninstall_pickle.py tests/python/test_install_lock.py
   tests/python/test_api_parity.py tests/python/test_serialization.py
   tests/python/test_differential.py tests/python/test_torch_dynamo.py
   tests/python/test_map_only_iter.py tests/python/test_torch_registry_follow.py"

@@ -66,16 +66,20 @@ def main(argv: list[str]) -> int:
     leaves, spec = cpytree.tree_flatten(tree)
     text = cpytree.treespec_dumps(spec)
     n = spec.num_nodes
-    print(f"Python engine (cpytree {cpytree.__version__}) on the same tree: {n} nodes, "
-          f"{spec.num_leaves} leaves; spec JSON {len(text)} bytes")
+    print(
+        f"Python engine (cpytree {cpytree.__version__}) on the same tree: {n} nodes, "
+        f"{spec.num_leaves} leaves; spec JSON {len(text)} bytes"
+    )
 
     def report(name: str, us: float) -> None:
         print(f"{name:<40} {us:9.2f} us   {us * 1000.0 / n:6.1f} ns/node")
 
     report("engine tree_flatten", median_micros(args.iters, lambda: cpytree.tree_flatten(tree)))
     report("engine tree_leaves", median_micros(args.iters, lambda: cpytree.tree_leaves(tree)))
-    report("engine tree_unflatten",
-           median_micros(args.iters, lambda: cpytree.tree_unflatten(leaves, spec)))
+    report(
+        "engine tree_unflatten",
+        median_micros(args.iters, lambda: cpytree.tree_unflatten(leaves, spec)),
+    )
     quarter = args.iters // 4 + 1
     report("engine treespec_dumps", median_micros(quarter, lambda: cpytree.treespec_dumps(spec)))
     loads = getattr(cpytree.treespec_loads, "__wrapped__", cpytree.treespec_loads)

@@ -111,6 +111,7 @@ def tree_flatten_spec(
     registry: dict[type[Any], Callable[[PyTree, Any], list[Any]]] | None = None,
 ) -> list[Any]:
     """``torch.fx._pytree.tree_flatten_spec``; ``spec`` may also be a torch TreeSpec."""
+
 def tree_flatten_with_path(
     tree: PyTree,
     is_leaf: Callable[[PyTree], bool] | None = None,

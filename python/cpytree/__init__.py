@@ -21,48 +21,26 @@ and ``LeafSpec()`` give this module's TreeSpec (the C++ one when active).
 
 from __future__ import annotations
 
-import types
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from . import _reference, _serialization
+from . import _reference, _registry, _serialization
+from ._derived import bind, map_only as map_only
 
-# Re-exported (`name as name`): the registry and helpers are shared with the reference.
-from ._reference import (
-    _NODE_REGISTRY_LOCK as _NODE_REGISTRY_LOCK,
-    BUILTIN_TYPES as BUILTIN_TYPES,
-    CONSTANT_NODES as CONSTANT_NODES,
-    DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL as DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL,
-    NO_SERIALIZED_TYPE_NAME_FOUND as NO_SERIALIZED_TYPE_NAME_FOUND,
-    SERIALIZED_TYPE_TO_PYTHON_TYPE as SERIALIZED_TYPE_TO_PYTHON_TYPE,
-    STANDARD_DICT_TYPES as STANDARD_DICT_TYPES,
-    SUPPORTED_NODES as SUPPORTED_NODES,
-    SUPPORTED_SERIALIZED_TYPES as SUPPORTED_SERIALIZED_TYPES,
-    ConstantNode as ConstantNode,
-    Context as Context,
-    DumpableContext as DumpableContext,
-    EnumEncoder as EnumEncoder,
-    FlattenFn as FlattenFn,
-    FlattenFunc as FlattenFunc,
-    FlattenWithKeysFn as FlattenWithKeysFn,
-    FlattenWithKeysFunc as FlattenWithKeysFunc,
-    FromDumpableContextFn as FromDumpableContextFn,
+# Re-exported (`name as name`) from the modules that define them: the registry,
+# node types, key entries and serialization are shared with the reference.
+from ._keys import (
     GetAttrKey as GetAttrKey,
     KeyEntry as KeyEntry,
     KeyPath as KeyPath,
     MappingKey as MappingKey,
-    MaybeFromStrFunc as MaybeFromStrFunc,
-    NodeDef as NodeDef,
-    Py_TPFLAGS_BASETYPE as Py_TPFLAGS_BASETYPE,
-    PyTree as PyTree,
     SequenceKey as SequenceKey,
-    ToDumpableContextFn as ToDumpableContextFn,
-    ToStrFunc as ToStrFunc,
-    TypeAny as TypeAny,
-    UnflattenFn as UnflattenFn,
-    UnflattenFunc as UnflattenFunc,
-    _asterisk as _asterisk,
+)
+from ._nodes import (
+    BUILTIN_TYPES as BUILTIN_TYPES,
+    STANDARD_DICT_TYPES as STANDARD_DICT_TYPES,
+    Py_TPFLAGS_BASETYPE as Py_TPFLAGS_BASETYPE,
     _defaultdict_deserialize as _defaultdict_deserialize,
     _defaultdict_flatten as _defaultdict_flatten,
     _defaultdict_flatten_with_keys as _defaultdict_flatten_with_keys,
@@ -71,13 +49,10 @@ from ._reference import (
     _deque_flatten as _deque_flatten,
     _deque_flatten_with_keys as _deque_flatten_with_keys,
     _deque_unflatten as _deque_unflatten,
-    _deregister_pytree_node as _deregister_pytree_node,
     _dict_flatten as _dict_flatten,
     _dict_flatten_with_keys as _dict_flatten_with_keys,
     _dict_unflatten as _dict_unflatten,
-    _generate_key_paths as _generate_key_paths,
     _get_node_type as _get_node_type,
-    _is_constant_holder as _is_constant_holder,
     _is_namedtuple_instance as _is_namedtuple_instance,
     _list_flatten as _list_flatten,
     _list_flatten_with_keys as _list_flatten_with_keys,
@@ -92,30 +67,63 @@ from ._reference import (
     _ordereddict_flatten as _ordereddict_flatten,
     _ordereddict_flatten_with_keys as _ordereddict_flatten_with_keys,
     _ordereddict_unflatten as _ordereddict_unflatten,
-    _private_register_pytree_node as _private_register_pytree_node,
     _register_namedtuple as _register_namedtuple,
-    _register_pytree_node as _register_pytree_node,
-    _retrieve_constant as _retrieve_constant,
-    _SerializeNodeDef as _SerializeNodeDef,
-    _treespec_to_json as _treespec_to_json,
-    _TreeSpecSchema as _TreeSpecSchema,
     _tuple_flatten as _tuple_flatten,
     _tuple_flatten_with_keys as _tuple_flatten_with_keys,
     _tuple_unflatten as _tuple_unflatten,
-    enum_object_hook as enum_object_hook,
-    is_constant_class as is_constant_class,
     is_namedtuple as is_namedtuple,
     is_namedtuple_class as is_namedtuple_class,
     is_namedtuple_instance as is_namedtuple_instance,
     is_structseq as is_structseq,
     is_structseq_class as is_structseq_class,
     is_structseq_instance as is_structseq_instance,
-    map_only as map_only,
-    pytree_to_str as pytree_to_str,
+    structseq as structseq,
+)
+from ._reference import (
+    _generate_key_paths as _generate_key_paths,
+    _is_constant_holder as _is_constant_holder,
+    _retrieve_constant as _retrieve_constant,
+)
+from ._registry import (
+    _NODE_REGISTRY_LOCK as _NODE_REGISTRY_LOCK,
+    CONSTANT_NODES as CONSTANT_NODES,
+    NO_SERIALIZED_TYPE_NAME_FOUND as NO_SERIALIZED_TYPE_NAME_FOUND,
+    SERIALIZED_TYPE_TO_PYTHON_TYPE as SERIALIZED_TYPE_TO_PYTHON_TYPE,
+    SUPPORTED_NODES as SUPPORTED_NODES,
+    SUPPORTED_SERIALIZED_TYPES as SUPPORTED_SERIALIZED_TYPES,
+    ConstantNode as ConstantNode,
+    Context as Context,
+    DumpableContext as DumpableContext,
+    FlattenFn as FlattenFn,
+    FlattenFunc as FlattenFunc,
+    FlattenWithKeysFn as FlattenWithKeysFn,
+    FlattenWithKeysFunc as FlattenWithKeysFunc,
+    FromDumpableContextFn as FromDumpableContextFn,
+    MaybeFromStrFunc as MaybeFromStrFunc,
+    NodeDef as NodeDef,
+    PyTree as PyTree,
+    ToDumpableContextFn as ToDumpableContextFn,
+    ToStrFunc as ToStrFunc,
+    TypeAny as TypeAny,
+    UnflattenFn as UnflattenFn,
+    UnflattenFunc as UnflattenFunc,
+    _deregister_pytree_node as _deregister_pytree_node,
+    _private_register_pytree_node as _private_register_pytree_node,
+    _register_pytree_node as _register_pytree_node,
+    _SerializeNodeDef as _SerializeNodeDef,
+    is_constant_class as is_constant_class,
     register_constant as register_constant,
     register_dataclass as register_dataclass,
     register_pytree_node as register_pytree_node,
-    structseq as structseq,
+)
+from ._serialization import (
+    DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL as DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL,
+    EnumEncoder as EnumEncoder,
+    _asterisk as _asterisk,
+    _treespec_to_json as _treespec_to_json,
+    _TreeSpecSchema as _TreeSpecSchema,
+    enum_object_hook as enum_object_hook,
+    pytree_to_str as pytree_to_str,
     treespec_dumps as treespec_dumps,
     treespec_pprint as treespec_pprint,
 )
@@ -155,6 +163,7 @@ def _version() -> str:
             parts = []
         return ".".join(parts) if len(parts) == 3 else "0+unknown"
 
+
 try:
     from . import _C
 except ImportError as _error:  # pragma: no cover - exercised by the fallback test
@@ -193,7 +202,7 @@ if _C is not None:
     _C._set_constant_types((ConstantNode,))
 
     _BUILTIN_NODE_TYPES = frozenset(
-        {tuple, list, dict, *_reference.BUILTIN_TYPES}  # handled natively by the engine
+        {tuple, list, dict, *BUILTIN_TYPES}  # handled natively by the engine
     )
 
     def _mirror_registration(cls: type, node_def: NodeDef | None) -> None:
@@ -209,7 +218,7 @@ if _C is not None:
 
     for _cls, _node_def in list(SUPPORTED_NODES.items()):
         _mirror_registration(_cls, _node_def)
-    _reference._REGISTRATION_HOOKS.append(_mirror_registration)
+    _registry._REGISTRATION_HOOKS.append(_mirror_registration)
     _LEAF_SPEC = _C._LEAF_SPEC
 
     class _LeafSpecMeta(type):
@@ -240,11 +249,10 @@ if _C is not None:
         def __init_subclass__(cls, **kwargs: Any) -> None:
             raise TypeError("cpytree.LeafSpec cannot be subclassed")
 else:
+    from ._keys import key_get as key_get, keystr as keystr
     from ._reference import (
         LeafSpec as LeafSpec,
         TreeSpec as TreeSpec,
-        key_get as key_get,
-        keystr as keystr,
         tree_flatten as tree_flatten,
         tree_flatten_with_path as tree_flatten_with_path,
         tree_is_leaf as tree_is_leaf,
@@ -260,7 +268,6 @@ else:
     _LEAF_SPEC = _reference.treespec_leaf()
 
 PyTreeSpec = TreeSpec
-
 
 
 def _reference_loads(serialized: str) -> TreeSpec:
@@ -288,39 +295,23 @@ def treespec_leaf() -> TreeSpec:
 tree_iter = _C.tree_iter if _C is not None else _reference.tree_iter
 
 
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _run_here(fn: _F) -> _F:
-    """The reference's `fn`, its code run against this module's names.
-
-    The derived helpers (tree_all, tree_map_only, treespec_tuple, ...) are
-    written once, in the reference; here they resolve tree_iter, tree_map,
-    tree_map_, map_only and TreeSpec to the engine's, so one definition serves
-    both implementations.
-    """
-    bound = types.FunctionType(fn.__code__, globals(), fn.__name__, fn.__defaults__,
-                               fn.__closure__)
-    bound.__kwdefaults__ = fn.__kwdefaults__
-    bound.__doc__ = fn.__doc__
-    bound.__qualname__ = fn.__qualname__
-    bound.__annotations__ = dict(fn.__annotations__)
-    bound.__module__ = __name__
-    return cast(_F, bound)
-
-
-tree_all = _run_here(_reference.tree_all)
-tree_any = _run_here(_reference.tree_any)
-tree_all_only = _run_here(_reference.tree_all_only)
-tree_any_only = _run_here(_reference.tree_any_only)
+# The derived helpers (tree_all, tree_map_only, treespec_tuple, ...) are
+# defined once, in cpytree._derived; here they are bound to this module's
+# TreeSpec and traversals (the engine's when active), in the reference to its.
+_derived = bind(__name__, TreeSpec, tree_iter, tree_map, tree_map_, tree_structure, tree_unflatten)
+tree_all = _derived.tree_all
+tree_any = _derived.tree_any
+tree_all_only = _derived.tree_all_only
+tree_any_only = _derived.tree_any_only
 if _C is not None:  # the type filter checked in C, func called only on the leaves it selects
     tree_map_only = _C.tree_map_only
     tree_map_only_ = _C.tree_map_only_
 else:
-    tree_map_only = _run_here(_reference.tree_map_only)
-    tree_map_only_ = _run_here(_reference.tree_map_only_)
-treespec_tuple = _run_here(_reference.treespec_tuple)
-treespec_dict = _run_here(_reference.treespec_dict)
+    tree_map_only = _derived.tree_map_only
+    tree_map_only_ = _derived.tree_map_only_
+treespec_tuple = _derived.treespec_tuple
+treespec_dict = _derived.treespec_dict
+_broadcast_to_and_flatten = _derived.broadcast_to_and_flatten
 
 
 def _is_pytreespec_instance(obj: Any) -> bool:
@@ -345,9 +336,6 @@ else:
     def arg_tree_leaves(*args: PyTree, **kwargs: PyTree) -> list[Any]:
         """The leaves of `args` then of the values of `kwargs`: `tree_leaves((args, kwargs))`."""
         return tree_leaves([*args, *kwargs.values()])
-
-
-_broadcast_to_and_flatten = _run_here(_reference._broadcast_to_and_flatten)
 
 
 # torch integration (python/cpytree/_torch): install() / uninstall() swap torch's

@@ -4,8 +4,8 @@
   `is_structseq*`) and `_get_node_type`, the registry key of a value (its
   type, or `collections.namedtuple` for every namedtuple);
 * the flatten/unflatten functions of tuple, list, dict, namedtuple,
-  OrderedDict, defaultdict and deque (their `flatten_with_keys_fn` live in
-  `_keys`), registered at import as torch registers them;
+  OrderedDict, defaultdict and deque, and their `flatten_with_keys_fn`,
+  registered at import as torch registers them;
 * the (de)serialization hooks of namedtuple and defaultdict contexts.
 
 One deliberate difference from torch: `_defaultdict_deserialize` never
@@ -27,18 +27,10 @@ import sys
 import types
 import warnings
 from collections import OrderedDict, defaultdict, deque, namedtuple
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Final, NoReturn, TypeVar, cast
 
-from ._keys import (
-    _defaultdict_flatten_with_keys,
-    _deque_flatten_with_keys,
-    _dict_flatten_with_keys,
-    _list_flatten_with_keys,
-    _namedtuple_flatten_with_keys,
-    _ordereddict_flatten_with_keys,
-    _tuple_flatten_with_keys,
-)
+from ._keys import GetAttrKey, KeyEntry, MappingKey, SequenceKey
 from ._registry import (
     NO_SERIALIZED_TYPE_NAME_FOUND,
     SERIALIZED_TYPE_TO_PYTHON_TYPE,
@@ -142,8 +134,18 @@ def _get_node_type(tree: Any) -> Any:
 
 
 # --------------------------------------------------------------------------
-# Builtin node types (their flatten_with_keys_fn live in _keys)
+# Builtin node types: flatten, unflatten and flatten_with_keys of each
 # --------------------------------------------------------------------------
+
+KeyedChildren = list[tuple[KeyEntry, Any]]
+
+
+def _sequence_keyed(values: Sequence[Any]) -> KeyedChildren:
+    return [(SequenceKey(i), v) for i, v in enumerate(values)]
+
+
+def _mapping_keyed(keys: list[Any], values: list[Any]) -> KeyedChildren:
+    return [(MappingKey(k), v) for k, v in zip(keys, values, strict=True)]
 
 
 def _tuple_flatten(d: tuple[Any, ...]) -> tuple[list[Any], Context]:
@@ -154,12 +156,20 @@ def _tuple_unflatten(values: Iterable[Any], context: Context) -> tuple[Any, ...]
     return tuple(values)
 
 
+def _tuple_flatten_with_keys(d: tuple[Any, ...]) -> tuple[KeyedChildren, None]:
+    return _sequence_keyed(d), None
+
+
 def _list_flatten(d: list[Any]) -> tuple[list[Any], Context]:
     return d, None
 
 
 def _list_unflatten(values: Iterable[Any], context: Context) -> list[Any]:
     return list(values)
+
+
+def _list_flatten_with_keys(d: list[Any]) -> tuple[KeyedChildren, None]:
+    return _sequence_keyed(d), None
 
 
 def _dict_flatten(d: dict[Any, Any]) -> tuple[list[Any], Context]:
@@ -170,12 +180,23 @@ def _dict_unflatten(values: Iterable[Any], context: Context) -> dict[Any, Any]:
     return dict(zip(context, values, strict=True))
 
 
+def _dict_flatten_with_keys(d: dict[Any, Any]) -> tuple[KeyedChildren, list[Any]]:
+    keys = list(d.keys())
+    return _mapping_keyed(keys, list(d.values())), keys
+
+
 def _namedtuple_flatten(d: Any) -> tuple[list[Any], Context]:
     return list(d), type(d)
 
 
 def _namedtuple_unflatten(values: Iterable[Any], context: Context) -> Any:
     return context(*values)
+
+
+def _namedtuple_flatten_with_keys(d: Any) -> tuple[KeyedChildren, type]:
+    cls = type(d)
+    keyed: KeyedChildren = [(GetAttrKey(field), v) for field, v in zip(cls._fields, d, strict=True)]
+    return keyed, cls
 
 
 def _namedtuple_serialize(context: Context) -> DumpableContext:
@@ -226,6 +247,13 @@ def _ordereddict_unflatten(values: Iterable[Any], context: Context) -> "OrderedD
     return OrderedDict(zip(context, values, strict=True))
 
 
+def _ordereddict_flatten_with_keys(
+    d: "OrderedDict[Any, Any]",
+) -> tuple[KeyedChildren, list[Any]]:
+    keys = list(d.keys())
+    return _mapping_keyed(keys, list(d.values())), keys
+
+
 _odict_flatten, _odict_unflatten = _ordereddict_flatten, _ordereddict_unflatten  # torch's aliases
 
 
@@ -237,6 +265,13 @@ def _defaultdict_flatten(d: "defaultdict[Any, Any]") -> tuple[list[Any], Context
 def _defaultdict_unflatten(values: Iterable[Any], context: Context) -> "defaultdict[Any, Any]":
     default_factory, keys = context
     return defaultdict(default_factory, _dict_unflatten(values, keys))
+
+
+def _defaultdict_flatten_with_keys(
+    d: "defaultdict[Any, Any]",
+) -> tuple[KeyedChildren, list[Any]]:
+    keys = list(d.keys())
+    return _mapping_keyed(keys, list(d.values())), [d.default_factory, keys]
 
 
 def _defaultdict_serialize(context: Context) -> DumpableContext:
@@ -372,6 +407,10 @@ def _deque_unflatten(values: Iterable[Any], context: Context) -> "deque[Any]":
     return deque(values, maxlen=context)
 
 
+def _deque_flatten_with_keys(d: "deque[Any]") -> tuple[KeyedChildren, int | None]:
+    return _sequence_keyed(d), d.maxlen
+
+
 def _register_builtin_nodes() -> None:
     """Register the node types every pytree knows (run once, at import)."""
     _store_node(tuple, _tuple_flatten, _tuple_unflatten, _tuple_flatten_with_keys, "builtins.tuple")
@@ -413,4 +452,3 @@ STANDARD_DICT_TYPES: frozenset[type] = frozenset({dict, OrderedDict, defaultdict
 BUILTIN_TYPES: frozenset[Any] = frozenset(
     {tuple, list, dict, namedtuple, OrderedDict, defaultdict, deque}
 )
-

@@ -34,70 +34,61 @@ checkers):
 | module | concern |
 |---|---|
 | `_registry` | the registry tables, `register_*`, `NodeDef`, the type aliases |
-| `_nodes` | the builtin node types, namedtuple/structseq detection |
-| `_keys` | key entries, `*_with_path`, the key paths of mismatch errors |
+| `_keys` | key entries, `keystr`, `key_get` |
+| `_nodes` | the builtin node types (flatten/unflatten/with keys), namedtuple detection |
+| `_match` | matching a tree against a spec for `flatten_up_to`, the key paths of its errors |
 | `_serialization` | `treespec_dumps` / `treespec_loads` / `treespec_pprint` |
+| `_derived` | `tree_all`, `treespec_tuple`, ...: written once, bound here and in the package |
+
+Imports run one way: `_keys` -> `_registry` -> `_nodes` -> `_match`,
+`_serialization`, `_derived` -> this module -> the package.
 
 Traversals are plain recursion, so deep or cyclic trees raise RecursionError.
 """
 
 import dataclasses
-import functools
-import types
 import warnings
 from collections import OrderedDict, defaultdict, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 
 from . import _serialization
-from ._keys import (
-    GetAttrKey,
-    KeyEntry,
-    KeyPath,
-    MappingKey,
-    SequenceKey,
-    _defaultdict_flatten_with_keys as _defaultdict_flatten_with_keys,
-    _deque_flatten_with_keys as _deque_flatten_with_keys,
-    _dict_flatten_with_keys as _dict_flatten_with_keys,
-    _flatten_up_to,
-    _generate_key_paths as _generate_key_paths,
-    _list_flatten_with_keys as _list_flatten_with_keys,
-    _namedtuple_flatten_with_keys as _namedtuple_flatten_with_keys,
-    _ordereddict_flatten_with_keys as _ordereddict_flatten_with_keys,
-    _StructureMismatch,
-    _tuple_flatten_with_keys as _tuple_flatten_with_keys,
-    key_get,
-    keystr,
-    tree_flatten_with_path,
-    tree_leaves_with_path,
-    tree_map_with_path,
-)
+from ._derived import bind, map_only as map_only
+from ._keys import GetAttrKey, KeyEntry, KeyPath, MappingKey, SequenceKey, key_get, keystr
+from ._match import _flatten_up_to, _StructureMismatch
 from ._nodes import (
     BUILTIN_TYPES as BUILTIN_TYPES,
     STANDARD_DICT_TYPES as STANDARD_DICT_TYPES,
     Py_TPFLAGS_BASETYPE as Py_TPFLAGS_BASETYPE,
     _defaultdict_deserialize as _defaultdict_deserialize,
     _defaultdict_flatten as _defaultdict_flatten,
+    _defaultdict_flatten_with_keys as _defaultdict_flatten_with_keys,
     _defaultdict_serialize as _defaultdict_serialize,
     _defaultdict_unflatten as _defaultdict_unflatten,
     _deque_flatten as _deque_flatten,
+    _deque_flatten_with_keys as _deque_flatten_with_keys,
     _deque_unflatten as _deque_unflatten,
     _dict_flatten as _dict_flatten,
+    _dict_flatten_with_keys as _dict_flatten_with_keys,
     _dict_unflatten as _dict_unflatten,
     _get_node_type as _get_node_type,
     _is_namedtuple_instance as _is_namedtuple_instance,
     _list_flatten as _list_flatten,
+    _list_flatten_with_keys as _list_flatten_with_keys,
     _list_unflatten as _list_unflatten,
     _namedtuple_deserialize as _namedtuple_deserialize,
     _namedtuple_flatten as _namedtuple_flatten,
+    _namedtuple_flatten_with_keys as _namedtuple_flatten_with_keys,
     _namedtuple_serialize as _namedtuple_serialize,
     _namedtuple_unflatten as _namedtuple_unflatten,
     _odict_flatten as _odict_flatten,
     _odict_unflatten as _odict_unflatten,
     _ordereddict_flatten as _ordereddict_flatten,
+    _ordereddict_flatten_with_keys as _ordereddict_flatten_with_keys,
     _ordereddict_unflatten as _ordereddict_unflatten,
     _register_namedtuple as _register_namedtuple,
     _tuple_flatten as _tuple_flatten,
+    _tuple_flatten_with_keys as _tuple_flatten_with_keys,
     _tuple_unflatten as _tuple_unflatten,
     is_namedtuple,
     is_namedtuple_class,
@@ -339,26 +330,6 @@ def treespec_leaf() -> LeafSpec:
     return _LEAF_SPEC
 
 
-def treespec_tuple(iterable: Iterable[TreeSpec] = (), /) -> TreeSpec:
-    """The spec of a tuple whose items have the given specs."""
-    children = list(iterable)
-    if any(not isinstance(child, TreeSpec) for child in children):
-        raise ValueError(f"Expected a tuple of TreeSpec values, got: {children!r}.")
-    return TreeSpec(tuple, None, children)
-
-
-def treespec_dict(
-    mapping: Mapping[Any, TreeSpec] | Iterable[tuple[Any, TreeSpec]] = (),
-    /,
-    **kwargs: TreeSpec,
-) -> TreeSpec:
-    """The spec of a dict whose values have the given specs."""
-    dct = dict(mapping, **kwargs)
-    if any(not isinstance(child, TreeSpec) for child in dct.values()):
-        raise ValueError(f"Expected a dictionary of TreeSpec values, got: {dct!r}.")
-    return TreeSpec(dict, list(dct.keys()), list(dct.values()))
-
-
 def _is_pytreespec_instance(obj: Any) -> bool:
     return isinstance(obj, TreeSpec)
 
@@ -480,87 +451,6 @@ def tree_map_(
     return tree
 
 
-def map_only(
-    type_or_types_or_pred: TypeAny | Callable[[Any], bool], /
-) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]]:
-    """Decorator: apply the function only to values of the types (or passing the predicate)."""
-    pred: Callable[[Any], bool]
-    if isinstance(type_or_types_or_pred, (type, tuple, types.UnionType)):
-        selected = type_or_types_or_pred
-
-        def is_selected(x: Any) -> bool:
-            return isinstance(x, selected)
-
-        pred = is_selected
-    elif callable(type_or_types_or_pred):
-        pred = type_or_types_or_pred
-    else:
-        raise TypeError("Argument must be a type, a tuple of types, or a callable.")
-
-    def wrapper(func: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        @functools.wraps(func)
-        def wrapped(x: Any) -> Any:
-            return func(x) if pred(x) else x
-
-        return wrapped
-
-    return wrapper
-
-
-def tree_map_only(
-    type_or_types_or_pred: TypeAny | Callable[[Any], bool],
-    /,
-    func: Callable[[Any], Any],
-    tree: PyTree,
-    is_leaf: IsLeafFn | None = None,
-) -> PyTree:
-    """`tree_map` of `func` over the leaves `map_only` selects; others are kept."""
-    return tree_map(map_only(type_or_types_or_pred)(func), tree, is_leaf=is_leaf)
-
-
-def tree_map_only_(
-    type_or_types_or_pred: TypeAny | Callable[[Any], bool],
-    /,
-    func: Callable[[Any], Any],
-    tree: PyTree,
-    is_leaf: IsLeafFn | None = None,
-) -> PyTree:
-    """`tree_map_` of `func` over the leaves `map_only` selects."""
-    return tree_map_(map_only(type_or_types_or_pred)(func), tree, is_leaf=is_leaf)
-
-
-def tree_all(pred: Callable[[Any], bool], tree: PyTree, is_leaf: IsLeafFn | None = None) -> bool:
-    """Whether `pred` holds for every leaf (stops at the first that fails)."""
-    return all(map(pred, tree_iter(tree, is_leaf=is_leaf)))
-
-
-def tree_any(pred: Callable[[Any], bool], tree: PyTree, is_leaf: IsLeafFn | None = None) -> bool:
-    """Whether `pred` holds for some leaf (stops at the first that does)."""
-    return any(map(pred, tree_iter(tree, is_leaf=is_leaf)))
-
-
-def tree_all_only(
-    type_or_types: TypeAny,
-    /,
-    pred: Callable[[Any], bool],
-    tree: PyTree,
-    is_leaf: IsLeafFn | None = None,
-) -> bool:
-    """Whether `pred` holds for every leaf that is an instance of `type_or_types`."""
-    return all(pred(x) for x in tree_iter(tree, is_leaf=is_leaf) if isinstance(x, type_or_types))
-
-
-def tree_any_only(
-    type_or_types: TypeAny,
-    /,
-    pred: Callable[[Any], bool],
-    tree: PyTree,
-    is_leaf: IsLeafFn | None = None,
-) -> bool:
-    """Whether `pred` holds for some leaf that is an instance of `type_or_types`."""
-    return any(pred(x) for x in tree_iter(tree, is_leaf=is_leaf) if isinstance(x, type_or_types))
-
-
 def arg_tree_leaves(*args: PyTree, **kwargs: PyTree) -> list[Any]:
     """The leaves of `(args, kwargs)`, without building that tuple."""
     leaves: list[Any] = []
@@ -569,23 +459,6 @@ def arg_tree_leaves(*args: PyTree, **kwargs: PyTree) -> list[Any]:
     for arg in kwargs.values():
         _collect_leaves(arg, leaves, None)
     return leaves
-
-
-def _broadcast_to_and_flatten(
-    tree: PyTree, treespec: TreeSpec, is_leaf: IsLeafFn | None = None
-) -> list[Any] | None:
-    """The leaves of prefix `tree` broadcast to `treespec`, or None if it is no prefix."""
-    full_tree = tree_unflatten([0] * treespec.num_leaves, treespec)
-    result: list[Any] = []
-
-    def add_leaves(x: Any, subtree: PyTree) -> None:
-        result.extend([x] * tree_structure(subtree, is_leaf=is_leaf).num_leaves)
-
-    try:
-        tree_map_(add_leaves, tree, full_tree, is_leaf=is_leaf)
-    except ValueError:
-        return None
-    return result
 
 
 def _is_leaf(tree: PyTree, is_leaf: IsLeafFn | None = None) -> bool:
@@ -609,6 +482,76 @@ def _retrieve_constant(spec: TreeSpec) -> Any:
     if not _is_constant_holder(spec):
         raise AssertionError("spec does not correspond to a registered constant pytree")
     return spec.unflatten([])
+
+
+# --------------------------------------------------------------------------
+# Traversals with key paths
+# --------------------------------------------------------------------------
+
+
+def _generate_key_paths(
+    key_path: KeyPath, tree: PyTree, is_leaf: IsLeafFn | None = None
+) -> Iterator[tuple[KeyPath, Any]]:
+    """Yield `(key path, leaf)` for each leaf of `tree`, paths starting with `key_path`."""
+    if is_leaf and is_leaf(tree):
+        yield key_path, tree
+        return
+    node_type = _get_node_type(tree)
+    node_def = SUPPORTED_NODES.get(node_type)
+    if not node_def:
+        yield key_path, tree
+        return
+    if not node_def.flatten_with_keys_fn:
+        raise ValueError(
+            f"Did not find a flatten_with_keys_fn for type: {node_type}. "
+            "Please pass a flatten_with_keys_fn argument to register_pytree_node."
+        )
+    keyed_children, _ = node_def.flatten_with_keys_fn(tree)
+    for key, child in keyed_children:
+        yield from _generate_key_paths((*key_path, key), child, is_leaf)
+
+
+def tree_flatten_with_path(
+    tree: PyTree, is_leaf: IsLeafFn | None = None
+) -> tuple[list[tuple[KeyPath, Any]], TreeSpec]:
+    """`tree_flatten`, with each leaf paired with its key path."""
+    _, treespec = tree_flatten(tree, is_leaf)
+    return list(_generate_key_paths((), tree, is_leaf)), treespec
+
+
+def tree_leaves_with_path(
+    tree: PyTree, is_leaf: IsLeafFn | None = None
+) -> list[tuple[KeyPath, Any]]:
+    """`tree_leaves`, with each leaf paired with its key path."""
+    return list(_generate_key_paths((), tree, is_leaf))
+
+
+def tree_map_with_path(
+    func: Callable[..., Any], tree: PyTree, *rests: PyTree, is_leaf: IsLeafFn | None = None
+) -> PyTree:
+    """`tree_map` whose `func` gets the leaf's key path as its first argument."""
+    path_leaf_pairs, treespec = tree_flatten_with_path(tree, is_leaf)
+    columns: list[Any] = list(zip(*path_leaf_pairs, strict=True))
+    columns += [treespec.flatten_up_to(rest) for rest in rests]
+    return treespec.unflatten(func(*xs) for xs in zip(*columns, strict=True))
+
+
+# --------------------------------------------------------------------------
+# Helpers derived from the traversals above (cpytree._derived; the package
+# binds the same definitions to the C++ engine's traversals)
+# --------------------------------------------------------------------------
+
+(
+    tree_all,
+    tree_any,
+    tree_all_only,
+    tree_any_only,
+    tree_map_only,
+    tree_map_only_,
+    treespec_tuple,
+    treespec_dict,
+    _broadcast_to_and_flatten,
+) = bind(__name__, TreeSpec, tree_iter, tree_map, tree_map_, tree_structure, tree_unflatten)
 
 
 # --------------------------------------------------------------------------

@@ -231,9 +231,10 @@ def _remove_node(cls: type[Any]) -> None:
     with _NODE_REGISTRY_LOCK:
         SUPPORTED_NODES.pop(cls, None)
         serialized = SUPPORTED_SERIALIZED_TYPES.pop(cls, None)
-        if serialized is not None and SERIALIZED_TYPE_TO_PYTHON_TYPE.get(
-            serialized.serialized_type_name
-        ) is cls:
+        if (
+            serialized is not None
+            and SERIALIZED_TYPE_TO_PYTHON_TYPE.get(serialized.serialized_type_name) is cls
+        ):
             del SERIALIZED_TYPE_TO_PYTHON_TYPE[serialized.serialized_type_name]
         CONSTANT_NODES.discard(cls)
         _notify_hooks(cls, None)
@@ -342,4 +343,3 @@ def register_constant(cls: type[Any]) -> None:
 def is_constant_class(cls: type[Any]) -> bool:
     """Whether `cls` was registered with `register_constant`."""
     return isinstance(cls, type) and cls in CONSTANT_NODES
-

@@ -64,7 +64,10 @@ from typing import Any, NamedTuple, cast
 
 from ._nodes import (
     BUILTIN_TYPES,
+    _defaultdict_serialize,
     _lookup_imported,
+    _namedtuple_deserialize,
+    _namedtuple_serialize,
     _short_repr,
     is_namedtuple_class,
 )
@@ -283,9 +286,7 @@ def _decode_node(json_schema: Any) -> tuple[Any, Any, list[Any]] | None:
 
 def _is_key_list(keys: Any, count: int) -> bool:
     return (
-        type(keys) is list
-        and len(keys) == count
-        and all(isinstance(key, Hashable) for key in keys)
+        type(keys) is list and len(keys) == count and all(isinstance(key, Hashable) for key in keys)
     )
 
 
@@ -400,15 +401,13 @@ def bind_loads(
 
 def engine_state(reference_loads: Callable[[str], Any]) -> tuple[Any, ...]:
     """What the C++ engine's dumps/loads need (`_C._set_serialization`; see src/serialize.h)."""
-    from . import _nodes
-
     return (
         SUPPORTED_SERIALIZED_TYPES,
         SERIALIZED_TYPE_TO_PYTHON_TYPE,
         NO_SERIALIZED_TYPE_NAME_FOUND,
-        _nodes._namedtuple_serialize,
-        _nodes._namedtuple_deserialize,
-        _nodes._defaultdict_serialize,
+        _namedtuple_serialize,
+        _namedtuple_deserialize,
+        _defaultdict_serialize,
         enum_object_hook,
         treespec_dumps,
         reference_loads,

@@ -9,6 +9,7 @@ Regenerate (and commit the result) after changing the cases:
 
     .venv/bin/python tests/cpp/gen_fixtures.py
 """
+
 from __future__ import annotations
 
 import collections
@@ -105,15 +106,53 @@ def cases():
         "tuple_of_leaves": (1, 2, 3),
         "single_tuple": (1,),
         "nested": ((1, [2, 3]), {"a": 4, "b": (5,)}, [[], [6]]),
-        "str_keys": {"a": 1, "b c": 2, "": 3, "it's": 4, 'say "hi"': 5, "both '\"": 6,
-                     "back\\slash": 7, "tab\tnl\ncr\r": 8, "ctl\x01\x1f\x7f": 9},
-        "unicode_keys": {"é": 1, "ß": 2, "日本": 3, "😀": 4, "\u2028": 5, "\xa0": 6,
-                         "\u00ad": 7, "\U000e0001": 8, "\ufeff": 9, "\u0378": 10},
-        "int_keys": {0: 1, -1: 2, 7: 3, 2**63 - 1: 4, -(2**63): 5, 2**64: 6, 10**30: 7,
-                     -(10**25): 8},
-        "float_keys": {1.5: 1, 0.1: 2, 1e16: 3, 1e15: 4, 1e-5: 5, 1e-4: 6, -0.0: 7,
-                       1e300: 8, 5e-324: 9, 1.7976931348623157e308: 10, 123456789.125: 11,
-                       2.0**70: 12},
+        "str_keys": {
+            "a": 1,
+            "b c": 2,
+            "": 3,
+            "it's": 4,
+            'say "hi"': 5,
+            "both '\"": 6,
+            "back\\slash": 7,
+            "tab\tnl\ncr\r": 8,
+            "ctl\x01\x1f\x7f": 9,
+        },
+        "unicode_keys": {
+            "é": 1,
+            "ß": 2,
+            "日本": 3,
+            "😀": 4,
+            "\u2028": 5,
+            "\xa0": 6,
+            "\u00ad": 7,
+            "\U000e0001": 8,
+            "\ufeff": 9,
+            "\u0378": 10,
+        },
+        "int_keys": {
+            0: 1,
+            -1: 2,
+            7: 3,
+            2**63 - 1: 4,
+            -(2**63): 5,
+            2**64: 6,
+            10**30: 7,
+            -(10**25): 8,
+        },
+        "float_keys": {
+            1.5: 1,
+            0.1: 2,
+            1e16: 3,
+            1e15: 4,
+            1e-5: 5,
+            1e-4: 6,
+            -0.0: 7,
+            1e300: 8,
+            5e-324: 9,
+            1.7976931348623157e308: 10,
+            123456789.125: 11,
+            2.0**70: 12,
+        },
         "other_keys": {True: 1, None: 2, (1, "a"): 3},
         "enum_keys": {Color.RED: 1},
         "namedtuple": Point(1, (2, 3)),
@@ -148,16 +187,18 @@ def main():
         dumps = pytree.treespec_dumps(spec)
         loaded = pytree.treespec_loads(dumps)
         assert pytree.treespec_dumps(loaded) == dumps, name
-        out.append({
-            "name": name,
-            "dumps": dumps,
-            "repr": repr(loaded),
-            # Enum members print their value, which the JSON does not hold.
-            "repr_exact": name != "enum_keys",
-            "num_leaves": spec.num_leaves,
-            "num_nodes": spec.num_nodes,
-            "num_children": spec.num_children,
-        })
+        out.append(
+            {
+                "name": name,
+                "dumps": dumps,
+                "repr": repr(loaded),
+                # Enum members print their value, which the JSON does not hold.
+                "repr_exact": name != "enum_keys",
+                "num_leaves": spec.num_leaves,
+                "num_nodes": spec.num_nodes,
+                "num_children": spec.num_children,
+            }
+        )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {OUT} ({len(out)} specs)")

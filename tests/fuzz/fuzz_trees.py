@@ -16,6 +16,7 @@ import cpytree
 E = cpytree
 MAX_DEPTH = 5
 
+
 class Stream:
     """Reads decisions from the input bytes; 0 once they run out (so leaves)."""
 
@@ -196,11 +197,23 @@ def _raise_unflatten(values, ctx):
 
 def _register():
     reg = cpytree.register_pytree_node
-    reg(Pair, lambda p: ([p.a, p.b], None), lambda v, c: Pair(*v),
+    reg(
+        Pair,
+        lambda p: ([p.a, p.b], None),
+        lambda v, c: Pair(*v),
         serialized_type_name="fuzz.Pair",
-        flatten_with_keys_fn=lambda p: ([(E.GetAttrKey("a"), p.a), (E.GetAttrKey("b"), p.b)], None))
-    reg(Bag, _bag_flatten, lambda v, c: Bag(list(v), c), serialized_type_name="fuzz.Bag",
-        flatten_with_keys_fn=lambda b: ([(E.SequenceKey(i), x) for i, x in enumerate(b.items)], b.ctx))
+        flatten_with_keys_fn=lambda p: ([(E.GetAttrKey("a"), p.a), (E.GetAttrKey("b"), p.b)], None),
+    )
+    reg(
+        Bag,
+        _bag_flatten,
+        lambda v, c: Bag(list(v), c),
+        serialized_type_name="fuzz.Bag",
+        flatten_with_keys_fn=lambda b: (
+            [(E.SequenceKey(i), x) for i, x in enumerate(b.items)],
+            b.ctx,
+        ),
+    )
     reg(Raiser, _raise_flatten, lambda v, c: Raiser())
     reg(BadUnflatten, lambda b: ([b.x], None), _raise_unflatten)
     reg(Weird, _weird_flatten, lambda v, c: Weird(list(v), 0), flatten_with_keys_fn=_weird_keys)
@@ -216,7 +229,16 @@ LEAVES = [Leaf(i) for i in range(8)]
 KEYS = ["".join(["k", str(i)]) for i in range(4)]  # not interned: only we hold them
 CTXS = [Leaf(100 + i) for i in range(3)]
 NAN = float("nan")
-SHARED = [LeafList([1]), time.gmtime(0), bytes(bytearray(b"xyz")), int, 2.5, NAN, Const(1), Const("c")]
+SHARED = [
+    LeafList([1]),
+    time.gmtime(0),
+    bytes(bytearray(b"xyz")),
+    int,
+    2.5,
+    NAN,
+    Const(1),
+    Const("c"),
+]
 SENTINELS = [*LEAVES, *KEYS, *CTXS, *SHARED, Pair, Bag, DC, NT, Rec, Const, Weird]
 PLAIN_KEYS = ["a", "b", 0, 1, 1.0, True, False, 0.0, -0.0, None, (1, "x"), 2, 2.5]
 
@@ -306,11 +328,23 @@ class Mutator:
                 else:
                     c = c.items
             if isinstance(c, list):
-                [c.clear, c.pop, lambda: c.append(new), lambda: c.insert(0, [new, new]),
-                 lambda: c.__setitem__(slice(1, None), []), lambda: c.extend([new] * 5)][op]()
+                [
+                    c.clear,
+                    c.pop,
+                    lambda: c.append(new),
+                    lambda: c.insert(0, [new, new]),
+                    lambda: c.__setitem__(slice(1, None), []),
+                    lambda: c.extend([new] * 5),
+                ][op]()
             elif isinstance(c, deque):
-                [c.clear, c.pop, lambda: c.append(new), c.popleft, c.rotate,
-                 lambda: c.extend([new] * 3)][op]()
+                [
+                    c.clear,
+                    c.pop,
+                    lambda: c.append(new),
+                    c.popleft,
+                    c.rotate,
+                    lambda: c.extend([new] * 3),
+                ][op]()
             elif isinstance(c, dict):
                 if op == 0:
                     c.clear()

@@ -302,8 +302,11 @@ def run_tree_mode(s: Stream, mode: str):
             got_r = outcome(ops_for(R, tree, other, is_leaf_cfg, func_cfg, None, True)[name])
             if name in ("with_path", "map_with_path") and is_leaf_cfg and is_leaf_cfg[0] == "raise":
                 continue  # torch (so the reference) calls is_leaf twice per node there
-            if (name in ("with_path", "map_with_path") and got_e[0] == got_r[0] == "exc"
-                    and ValueError in (got_e[1], got_r[1])):
+            if (
+                name in ("with_path", "map_with_path")
+                and got_e[0] == got_r[0] == "exc"
+                and ValueError in (got_e[1], got_r[1])
+            ):
                 # The engine raises "no flatten_with_keys_fn" when it meets the
                 # node; torch flattens the whole tree first, so another error
                 # from deeper down may win there.
@@ -316,17 +319,46 @@ def run_tree_mode(s: Stream, mode: str):
 
 
 def random_json_spec(s: Stream, depth=0):
-    types = [None, "builtins.list", "builtins.tuple", "builtins.dict", "collections.OrderedDict",
-             "collections.defaultdict", "collections.deque", "collections.namedtuple",
-             "fuzz.Pair", "fuzz.Bag", "fuzz.DC", "nope.Nope", "builtins.int"]
+    types = [
+        None,
+        "builtins.list",
+        "builtins.tuple",
+        "builtins.dict",
+        "collections.OrderedDict",
+        "collections.defaultdict",
+        "collections.deque",
+        "collections.namedtuple",
+        "fuzz.Pair",
+        "fuzz.Bag",
+        "fuzz.DC",
+        "nope.Nope",
+        "builtins.int",
+    ]
     t = s.pick(types)
     n = 0 if t is None or depth > 3 else s.below(4)
-    ctxs = ["null", '["a", "b"]', "[]", '["a"]', '{"default_factory_module": "builtins", '
-            '"default_factory_name": "list", "dict_keys": ["a"]}', "3", '"NT"', '[1, 1.0]',
-            "[null]", '{"a": 1}', '["x", "y"]', "-1", '"ctx"', s.text(6)]
+    ctxs = [
+        "null",
+        '["a", "b"]',
+        "[]",
+        '["a"]',
+        '{"default_factory_module": "builtins", '
+        '"default_factory_name": "list", "dict_keys": ["a"]}',
+        "3",
+        '"NT"',
+        "[1, 1.0]",
+        "[null]",
+        '{"a": 1}',
+        '["x", "y"]',
+        "-1",
+        '"ctx"',
+        s.text(6),
+    ]
     ctx = s.pick(ctxs)
-    node = {"type": t, "context": None if t is None and s.chance(2) else ctx,
-            "children_spec": [random_json_spec(s, depth + 1) for _ in range(n)]}
+    node = {
+        "type": t,
+        "context": None if t is None and s.chance(2) else ctx,
+        "children_spec": [random_json_spec(s, depth + 1) for _ in range(n)],
+    }
     if s.chance(16):
         node.pop(s.pick(list(node)))
     return node
@@ -354,7 +386,7 @@ def run_loads_mode(s: Stream):
             elif op == 2:
                 chars[i] = chr(s.u8())
             else:
-                chars[i:i] = chars[s.below(len(chars)):][: s.below(30)]
+                chars[i:i] = chars[s.below(len(chars)) :][: s.below(30)]
         text = "".join(chars)
     else:
         text = json.dumps([s.pick([1, 1, 1, 0, 2, "1"]), random_json_spec(s)])
@@ -362,7 +394,9 @@ def run_loads_mode(s: Stream):
     got_r = outcome(lambda: R_LOADS(text))
     _count(f"loads:{got_e[0]}")
     if got_e[0] == "ok" and got_r[0] == "ok":
-        if repr(got_e[1]) != repr(got_r[1]) or E.treespec_dumps(got_e[1]) != R.treespec_dumps(got_r[1]):
+        if repr(got_e[1]) != repr(got_r[1]) or E.treespec_dumps(got_e[1]) != R.treespec_dumps(
+            got_r[1]
+        ):
             raise Mismatch(f"loads({text!r}): {got_e[1]!r} vs {got_r[1]!r}")
     elif got_e[0] == "ok" and got_r[0] == "exc":
         raise Mismatch(f"loads({text!r}): engine accepted, reference raised {got_r[1]}")
@@ -379,10 +413,35 @@ def run_ctor_mode(s: Stream):
         for _ in range(s.below(4)):
             got = outcome(lambda: impl.tree_structure(b.tree(2))) if s.chance(2) else ("exc",)
             kids.append(got[1] if got[0] == "ok" else leaf)
-        t = s.pick([None, list, tuple, dict, OrderedDict, defaultdict, deque, namedtuple, NT,
-                    Pair, Bag, Leaf, "str", DC])
-        ctx = s.pick([None, [b.key() for _ in kids], b.context(), NT, 3, -1,
-                      [s.pick([list, int, None, len]), [b.key() for _ in kids]]])
+        t = s.pick(
+            [
+                None,
+                list,
+                tuple,
+                dict,
+                OrderedDict,
+                defaultdict,
+                deque,
+                namedtuple,
+                NT,
+                Pair,
+                Bag,
+                Leaf,
+                "str",
+                DC,
+            ]
+        )
+        ctx = s.pick(
+            [
+                None,
+                [b.key() for _ in kids],
+                b.context(),
+                NT,
+                3,
+                -1,
+                [s.pick([list, int, None, len]), [b.key() for _ in kids]],
+            ]
+        )
         HKey.armed = b.mode != "clean"
         try:
             got = outcome(lambda: impl.TreeSpec(t, ctx, kids))
@@ -440,8 +499,10 @@ def run_random(n: int, seed: int, seconds: float) -> int:
 
 def report():
     keys = sorted(k for k in STATS if k != "inputs")
-    print(f"pytree_fuzz: {STATS['inputs']} inputs; " + ", ".join(f"{k}={STATS[k]}" for k in keys),
-          flush=True)
+    print(
+        f"pytree_fuzz: {STATS['inputs']} inputs; " + ", ".join(f"{k}={STATS[k]}" for k in keys),
+        flush=True,
+    )
 
 
 def _instrument_python(atheris):
@@ -461,7 +522,9 @@ def _instrument_python(atheris):
                     yield v.__func__
             elif isinstance(v, property):
                 yield from (f for f in (v.fget, v.fset) if isinstance(f, types.FunctionType))
-            elif isinstance(v, type) and depth < 2 and v.__module__ == getattr(ns, "__name__", None):
+            elif (
+                isinstance(v, type) and depth < 2 and v.__module__ == getattr(ns, "__name__", None)
+            ):
                 yield from functions(v, depth + 1)
 
     seen = set()
@@ -469,8 +532,11 @@ def _instrument_python(atheris):
         if mod is None or not (name.startswith("cpytree") or name in (__name__, "fuzz_trees")):
             continue
         for f in functions(mod):
-            if id(f.__code__) not in seen and f.__module__ and f.__module__.split(".")[0] in (
-                    "cpytree", __name__, "fuzz_trees"):
+            if (
+                id(f.__code__) not in seen
+                and f.__module__
+                and f.__module__.split(".")[0] in ("cpytree", __name__, "fuzz_trees")
+            ):
                 seen.add(id(f.__code__))
                 atheris.instrument_func(f)
 
@@ -492,7 +558,7 @@ def main(argv):
         report()
         return
     if "--replay" in argv:  # hex inputs (as printed on failure), files or corpus dirs
-        for item in argv[argv.index("--replay") + 1:]:
+        for item in argv[argv.index("--replay") + 1 :]:
             if os.path.isdir(item):
                 paths = sorted(os.path.join(item, f) for f in os.listdir(item))
             else:

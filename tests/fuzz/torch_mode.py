@@ -88,8 +88,16 @@ def setup() -> None:
     import torch.utils._pytree as torch_pytree
 
     tp, fxp = torch_pytree, fx_pytree
-    for name in ("tree_flatten", "tree_structure", "tree_unflatten", "tree_map",
-                 "tree_flatten_with_path", "treespec_dumps", "keystr", "key_get"):
+    for name in (
+        "tree_flatten",
+        "tree_structure",
+        "tree_unflatten",
+        "tree_map",
+        "tree_flatten_with_path",
+        "treespec_dumps",
+        "keystr",
+        "key_get",
+    ):
         T[name] = getattr(tp, name)
     T["fx"] = fxp.tree_flatten_spec
 
@@ -102,16 +110,27 @@ def setup() -> None:
 
     BadKey = _BadKey
     tp.register_pytree_node(
-        TPair, lambda p: ([p.a, p.b], None), lambda v, c: TPair(*v),
+        TPair,
+        lambda p: ([p.a, p.b], None),
+        lambda v, c: TPair(*v),
         serialized_type_name="torch_mode.TPair",
-        flatten_with_keys_fn=lambda p: ([(tp.GetAttrKey("a"), p.a), (tp.GetAttrKey("b"), p.b)], None),
+        flatten_with_keys_fn=lambda p: (
+            [(tp.GetAttrKey("a"), p.a), (tp.GetAttrKey("b"), p.b)],
+            None,
+        ),
     )
     tp.register_pytree_node(
-        TShort, lambda t: (t.kids, len(t.kids)), lambda v, c: TShort(*v),
+        TShort,
+        lambda t: (t.kids, len(t.kids)),
+        lambda v, c: TShort(*v),
         serialized_type_name="torch_mode.TShort",
-        flatten_with_keys_fn=lambda t: ([(BadKey(i) if HOSTILE_KEYS[0] and i == 0
-                                          else tp.SequenceKey(i), x)
-                                         for i, x in enumerate(t.kids)], len(t.kids)),
+        flatten_with_keys_fn=lambda t: (
+            [
+                (BadKey(i) if HOSTILE_KEYS[0] and i == 0 else tp.SequenceKey(i), x)
+                for i, x in enumerate(t.kids)
+            ],
+            len(t.kids),
+        ),
     )
     fxp.register_pytree_flatten_spec(TShort, lambda t, spec: t.kids[:-1])
     fxp.register_pytree_flatten_spec(TPair, lambda p, spec: [p.a, p.b])
@@ -217,8 +236,11 @@ def hostile_edit(s: Stream, spec, b: Builder):
     if c == 2:
         return tp.TreeSpec(dict, [b.key() for _ in range(s.below(3))], [spec])
     if c == 3:
-        return tp.TreeSpec(TPair, HKey(1, s.pick(["hash_raise", "eq_raise", "eq_weird"])),
-                           [spec, tp.treespec_leaf()])
+        return tp.TreeSpec(
+            TPair,
+            HKey(1, s.pick(["hash_raise", "eq_raise", "eq_weird"])),
+            [spec, tp.treespec_leaf()],
+        )
     if c == 4:
         return tp.TreeSpec(s.pick([int, "str", LEAVES[0]]), None, [spec])
     return tp.TreeSpec(tuple, s.pick([1, "ctx", [1]]), [spec])
@@ -317,26 +339,42 @@ def ops(tree, spec, other_spec):
 
     def paths(fn, keystr, key_get):
         pairs, _ = fn(tree)
-        return [(keystr(kp), [type(k) for k in kp], canon(key_get(tree, kp))) for kp, _ in pairs[:50]]
+        return [
+            (keystr(kp), [type(k) for k in kp], canon(key_get(tree, kp))) for kp, _ in pairs[:50]
+        ]
 
     return {
-        "unflatten": (lambda: canon(tp.tree_unflatten(leaves(), spec)),
-                      lambda: canon(T["tree_unflatten"](leaves(), spec))),
-        "fx": (lambda: canon(fxp.tree_flatten_spec(tree, spec)),
-               lambda: canon(T["fx"](tree, spec))),
+        "unflatten": (
+            lambda: canon(tp.tree_unflatten(leaves(), spec)),
+            lambda: canon(T["tree_unflatten"](leaves(), spec)),
+        ),
+        "fx": (
+            lambda: canon(fxp.tree_flatten_spec(tree, spec)),
+            lambda: canon(T["fx"](tree, spec)),
+        ),
         "flatten_up_to": (lambda: up_to(engine_spec(spec)), lambda: up_to(spec)),
-        "eq": (lambda: (engine_spec(spec) == other_spec, other_spec == engine_spec(spec)),
-               lambda: (spec == other_spec, other_spec == spec)),
+        "eq": (
+            lambda: (engine_spec(spec) == other_spec, other_spec == engine_spec(spec)),
+            lambda: (spec == other_spec, other_spec == spec),
+        ),
         "hash": (lambda: hash(engine_spec(spec)), lambda: hash(spec)),
         "repr": (lambda: repr(engine_spec(spec)), lambda: repr(spec)),
-        "dumps": (lambda: (E.treespec_dumps(spec), E.treespec_dumps(engine_spec(spec))),
-                  lambda: (T["treespec_dumps"](spec),) * 2),
-        "pickle": (lambda: pickle.loads(pickle.dumps(engine_spec(spec))) == spec,
-                   lambda: pickle.loads(pickle.dumps(spec)) == spec),
-        "with_path": (lambda: paths(tp.tree_flatten_with_path, E.keystr, E.key_get),
-                      lambda: paths(T["tree_flatten_with_path"], T["keystr"], T["key_get"])),
-        "map_nary": (lambda: canon(tp.tree_map(lambda a, b: b, tree, tree)),
-                     lambda: canon(T["tree_map"](lambda a, b: b, tree, tree))),
+        "dumps": (
+            lambda: (E.treespec_dumps(spec), E.treespec_dumps(engine_spec(spec))),
+            lambda: (T["treespec_dumps"](spec),) * 2,
+        ),
+        "pickle": (
+            lambda: pickle.loads(pickle.dumps(engine_spec(spec))) == spec,
+            lambda: pickle.loads(pickle.dumps(spec)) == spec,
+        ),
+        "with_path": (
+            lambda: paths(tp.tree_flatten_with_path, E.keystr, E.key_get),
+            lambda: paths(T["tree_flatten_with_path"], T["keystr"], T["key_get"]),
+        ),
+        "map_nary": (
+            lambda: canon(tp.tree_map(lambda a, b: b, tree, tree)),
+            lambda: canon(T["tree_map"](lambda a, b: b, tree, tree)),
+        ),
         "ctor": (lambda: engine_spec(spec) == spec, lambda: spec == spec),
     }
 
@@ -407,8 +445,10 @@ def run_torch_mode(s: Stream, count) -> None:
             if name == "ctor" and got_e[0] == "exc" and got_e[1] in (ValueError, TypeError):
                 continue  # the engine validates contexts torch keeps as given
             if got_e != got_t:
-                raise Mismatch(f"{name}: engine {got_e!r:.300}\n torch {got_t!r:.300}\n"
-                               f" spec {repr_safe(spec):.600}")
+                raise Mismatch(
+                    f"{name}: engine {got_e!r:.300}\n torch {got_t!r:.300}\n"
+                    f" spec {repr_safe(spec):.600}"
+                )
     finally:
         HKey.armed = False
         HOSTILE_KEYS[0] = False
@@ -452,4 +492,3 @@ def _break_cycles(spec):
     children = getattr(spec, "_children", None)
     if type(children) is list and any(c is spec for c in children):
         children[:] = [c for c in children if c is not spec]
-

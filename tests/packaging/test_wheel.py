@@ -112,7 +112,9 @@ def test_auditwheel_show() -> None:
         pytest.skip("CPYTREE_WHEEL / CPYTREE_AUDITWHEEL not set")
     out = subprocess.run([auditwheel, "show", wheel], capture_output=True, text=True, check=True)
     text = " ".join(out.stdout.split())
-    tag = re.search(r'consistent with the following platform tag: "(manylinux_\d+_\d+_x86_64)"', text)
+    tag = re.search(
+        r'consistent with the following platform tag: "(manylinux_\d+_\d+_x86_64)"', text
+    )
     assert tag, text
     assert tag.group(1) in Path(wheel).name
     # Output of a wheel that still needs a library from the system.
@@ -138,7 +140,12 @@ def test_headers_and_version() -> None:
     version = _header_version()
     assert cpytree.__version__ == version
     assert importlib.metadata.version("cpytree") == version
-    out = subprocess.run([sys.executable, "-m", "cpytree"], capture_output=True, text=True,
-                         check=True, env={**os.environ, "CPYTREE_INSTALL": ""}).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "cpytree"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "CPYTREE_INSTALL": ""},
+    ).stdout
     assert out.splitlines()[0] == f"cpytree {version}"
     assert "engine: cpp" in out

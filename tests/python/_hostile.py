@@ -230,7 +230,9 @@ def spec_ops(pt, shape: str, tree) -> None:
     run_op(
         "flatten_up_to_deep_tree",
         lambda: spec.flatten_up_to(tree),
-        lambda out: len(out) == leaf_count and all(x == 0 for x in out[:-1]) and type(out[-1]) is not int,
+        lambda out: (
+            len(out) == leaf_count and all(x == 0 for x in out[:-1]) and type(out[-1]) is not int
+        ),
     )
     if shape == "list":
         cyc = []
@@ -377,7 +379,7 @@ def mutation_cases(pt):
             ("map", map_op),
             ("structure", structure_op),
         ]:
-            cases[f"{mname}/{oname}"] = (lambda mut=mut, op=op: mut(op))
+            cases[f"{mname}/{oname}"] = lambda mut=mut, op=op: mut(op)
 
     # The mapping function mutates the tree being mapped.
     def map_func_clears(op_nary: bool):
@@ -425,8 +427,13 @@ def main() -> None:
     engine = getattr(cpytree, "tree_flatten", None) is not getattr(
         importlib.import_module("cpytree._reference"), "tree_flatten", None
     )
-    emit(event="header", impl=impl_name, cpytree_file=cpytree.__file__, engine=engine,
-         recursionlimit=sys.getrecursionlimit())
+    emit(
+        event="header",
+        impl=impl_name,
+        cpytree_file=cpytree.__file__,
+        engine=engine,
+        recursionlimit=sys.getrecursionlimit(),
+    )
     register(cpytree if impl_name != "torch" else pt)
     global PREFIX
     scenarios = scenario.split(",")

@@ -112,7 +112,10 @@ def test_c_function_signatures() -> None:
     mismatches = []
     for name in SIGNED_NAMES:
         ours = getattr(cpytree, name)
-        if not (inspect.isbuiltin(ours) or (type(ours) is type(cpytree.TreeSpec) and ours is cpytree.TreeSpec)):
+        if not (
+            inspect.isbuiltin(ours)
+            or (type(ours) is type(cpytree.TreeSpec) and ours is cpytree.TreeSpec)
+        ):
             continue
         try:
             shape = _shape(ours)
@@ -148,7 +151,9 @@ def test_c_treespec_method_signatures() -> None:
             mismatches[name] = f"{name}: no __text_signature__"
             continue
         if shape != _shape(theirs)[1:]:
-            mismatches[name] = f"{name}: cpytree{inspect.signature(ours)} vs torch{inspect.signature(theirs)}"
+            mismatches[name] = (
+                f"{name}: cpytree{inspect.signature(ours)} vs torch{inspect.signature(theirs)}"
+            )
     assert set(mismatches) <= KNOWN_C_METHOD_DIFFERENCES, mismatches
     if mismatches:
         pytest.xfail("C TreeSpec methods differ from torch: " + "; ".join(mismatches.values()))

@@ -204,12 +204,17 @@ def test_tree_map_only(impl, case):
     # a tuple of types and a predicate work the same way
     out2 = impl.tree_map_only((type(None), str), lambda x: Mapped(x), tree)
     want2 = canon(
-        tree, leaf=lambda x: ("mapped", id(x)) if isinstance(x, (type(None), str)) else ("leaf", id(x))
+        tree,
+        leaf=lambda x: ("mapped", id(x)) if isinstance(x, (type(None), str)) else ("leaf", id(x)),
     )
-    assert canon(out2, leaf=lambda x: mapped_ids(x) if type(x) is Mapped else ("leaf", id(x))) == want2
+    assert (
+        canon(out2, leaf=lambda x: mapped_ids(x) if type(x) is Mapped else ("leaf", id(x))) == want2
+    )
     out3 = impl.tree_map_only(lambda x: x is None, lambda x: Mapped(x), tree)
     want3 = canon(tree, leaf=lambda x: ("mapped", id(x)) if x is None else ("leaf", id(x)))
-    assert canon(out3, leaf=lambda x: mapped_ids(x) if type(x) is Mapped else ("leaf", id(x))) == want3
+    assert (
+        canon(out3, leaf=lambda x: mapped_ids(x) if type(x) is Mapped else ("leaf", id(x))) == want3
+    )
 
 
 def test_tree_map_only_inplace(impl, case):
@@ -444,7 +449,9 @@ REPRS = [
 ]
 
 
-@pytest.mark.parametrize("build,text", REPRS, ids=[t.split("(")[0] + str(i) for i, (_, t) in enumerate(REPRS)])
+@pytest.mark.parametrize(
+    "build,text", REPRS, ids=[t.split("(")[0] + str(i) for i, (_, t) in enumerate(REPRS)]
+)
 def test_repr_literal(impl, build, text):
     assert repr(impl.tree_structure(build())) == text
     assert str(impl.tree_structure(build())) == text
@@ -499,7 +506,9 @@ STRUCTURALLY_DIFFERENT = [
 ]
 
 
-@pytest.mark.parametrize("a,b", STRUCTURALLY_DIFFERENT, ids=[f"diff{i}" for i in range(len(STRUCTURALLY_DIFFERENT))])
+@pytest.mark.parametrize(
+    "a,b", STRUCTURALLY_DIFFERENT, ids=[f"diff{i}" for i in range(len(STRUCTURALLY_DIFFERENT))]
+)
 def test_different_structures_unequal(impl, a, b):
     sa, sb = impl.tree_structure(a), impl.tree_structure(b)
     assert sa != sb and not (sa == sb)  # noqa: SIM201 - tests __eq__ itself

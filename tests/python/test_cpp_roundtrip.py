@@ -92,11 +92,16 @@ def test_cpp_flatten_matches_torch_flatten(cpp_specs):
     by_name = {s["name"]: s for s in cpp_specs}
     # The C++ values behind these specs, written the Python way.
     params = {"b": [3.0], "w": [1.0, 2.0]}  # std::map iterates keys sorted
-    assert pytree.treespec_dumps(pytree.tree_structure(params)) == by_name["flatten_std_map"]["dumps"]
+    assert (
+        pytree.treespec_dumps(pytree.tree_structure(params)) == by_name["flatten_std_map"]["dumps"]
+    )
     by_id = {1: None, 3: 1.0}  # std::unordered_map: keys sorted; nullopt is a None leaf
     assert (
         pytree.treespec_dumps(pytree.tree_structure(by_id))
         == by_name["flatten_unordered_map_optional"]["dumps"]
     )
     nested = ((1, 2), [[3], []])
-    assert pytree.treespec_dumps(pytree.tree_structure(nested)) == by_name["flatten_nested_std"]["dumps"]
+    assert (
+        pytree.treespec_dumps(pytree.tree_structure(nested))
+        == by_name["flatten_nested_std"]["dumps"]
+    )

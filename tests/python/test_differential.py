@@ -87,12 +87,18 @@ def _containers(children):
         mapping,
         mapping.map(OrderedDict),
         st.builds(lambda f, d: defaultdict(f, d), st.sampled_from([list, int, None]), mapping),
-        st.builds(lambda xs, m: deque(xs, maxlen=m), small, st.one_of(st.none(), st.integers(4, 6))),
+        st.builds(
+            lambda xs, m: deque(xs, maxlen=m), small, st.one_of(st.none(), st.integers(4, 6))
+        ),
         st.builds(Point, children, children),
         st.builds(Record, children, children, children),
         st.just(Nil()),
         st.builds(Pair, children, children, st.sampled_from(["p", "q"])),
-        st.builds(lambda xs, lab: Box(tuple(xs), lab), st.lists(children, max_size=3), st.sampled_from(["b", "c"])),
+        st.builds(
+            lambda xs, lab: Box(tuple(xs), lab),
+            st.lists(children, max_size=3),
+            st.sampled_from(["b", "c"]),
+        ),
         st.builds(DC, st.one_of(st.none(), children), st.one_of(st.none(), children)),
         st.builds(Cfg, st.sampled_from(["a", "b"]), st.integers(0, 2)),
     )

@@ -100,7 +100,13 @@ MISMATCHES = [
         "Node arity mismatch; expected 1, but got 2.",
         ".c",
     ),
-    ("deque-item", deque([1, [2]]), deque([1, [2, 3]]), "Node arity mismatch; expected 1, but got 2.", "[1]"),
+    (
+        "deque-item",
+        deque([1, [2]]),
+        deque([1, [2, 3]]),
+        "Node arity mismatch; expected 1, but got 2.",
+        "[1]",
+    ),
     (
         "deque-vs-list",
         [deque([1])],
@@ -298,7 +304,9 @@ UNFLATTEN_TREES = [
 ]
 
 
-@pytest.mark.parametrize("tree", UNFLATTEN_TREES, ids=[f"t{i}" for i in range(len(UNFLATTEN_TREES))])
+@pytest.mark.parametrize(
+    "tree", UNFLATTEN_TREES, ids=[f"t{i}" for i in range(len(UNFLATTEN_TREES))]
+)
 @pytest.mark.parametrize("delta", [-1, 1, 5])
 def test_unflatten_wrong_leaf_count(impl, tree, delta):
     spec = impl.tree_structure(tree)
@@ -333,7 +341,7 @@ def test_tree_unflatten_needs_a_spec(impl, bad):
     exc = catch(lambda: impl.tree_unflatten([1, 2], bad))
     assert type(exc) is TypeError
     assert str(exc) == (
-        "Expected `treespec` to be an instance of PyTreeSpec but got item of type " f"{type(bad)}."
+        f"Expected `treespec` to be an instance of PyTreeSpec but got item of type {type(bad)}."
     )
 
 
@@ -407,7 +415,9 @@ def flatten_ops(impl):
         "tree_all_only": lambda t: impl.tree_all_only(int, lambda x: True, t),
         "tree_any_only": lambda t: impl.tree_any_only(int, lambda x: False, t),
         "flatten_up_to": lambda t: impl.TreeSpec(
-            list, None, [impl.tree_structure(0), impl.TreeSpec(Exploding, None, [impl.tree_structure(0)])]
+            list,
+            None,
+            [impl.tree_structure(0), impl.TreeSpec(Exploding, None, [impl.tree_structure(0)])],
         ).flatten_up_to(t),
     }
 
@@ -429,7 +439,11 @@ def test_custom_unflatten_exception_propagates_unchanged(impl, kind):
     exc = EXC_KINDS[kind]()
     EXPLODE_ON_UNFLATTEN.append(exc)
     try:
-        spec = impl.TreeSpec(list, None, [impl.tree_structure(0), impl.TreeSpec(Exploding, None, [impl.tree_structure(0)])])
+        spec = impl.TreeSpec(
+            list,
+            None,
+            [impl.tree_structure(0), impl.TreeSpec(Exploding, None, [impl.tree_structure(0)])],
+        )
         assert catch(lambda: spec.unflatten([1, 2])) is exc
         assert catch(lambda: impl.tree_unflatten([1, 2], spec)) is exc
     finally:
@@ -564,7 +578,9 @@ def test_register_twice_is_an_error():
         pass
 
     cpytree.register_pytree_node(Fresh, lambda x: ([], None), lambda v, c: Fresh())
-    exc = catch(lambda: cpytree.register_pytree_node(Fresh, lambda x: ([], None), lambda v, c: Fresh()))
+    exc = catch(
+        lambda: cpytree.register_pytree_node(Fresh, lambda x: ([], None), lambda v, c: Fresh())
+    )
     assert type(exc) is ValueError
     assert str(exc) == f"{Fresh} is already registered as pytree node."
 
@@ -585,7 +601,9 @@ SPEC_OPS = [
 ]
 MUTATION_OPS = list(_hostile.mutation_cases(None))
 
-IMPL_PARAMS = pytest.mark.parametrize("impl_name", ["cpytree", "cpytree._reference"], ids=["cpytree", "reference"])
+IMPL_PARAMS = pytest.mark.parametrize(
+    "impl_name", ["cpytree", "cpytree._reference"], ids=["cpytree", "reference"]
+)
 
 
 @functools.cache

@@ -148,11 +148,17 @@ def test_closest_peer_table(quick_run: tuple[Path, str]) -> None:
     out, stdout = quick_run
     doc = json.loads((out / "results.json").read_text())
     ops = doc["op_tables"]["ops"]
-    median = {(r["workload"], r["backend"], r["op"]): r["median_us"] for r in doc["op_tables"]["results"]}
+    median = {
+        (r["workload"], r["backend"], r["op"]): r["median_us"] for r in doc["op_tables"]["results"]
+    }
     peers = ("torch", "optree", "jax", "dm-tree")
     report = (out / "report.md").read_text()
     table = report.split("## Every cell against its closest peer")[1].split("\n## ")[0]
-    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| ")}
+    rows = {
+        line.split(" | ")[0].strip("| "): line
+        for line in table.splitlines()
+        if line.startswith("| ")
+    }
     assert rows["workload"] == "| workload | " + " | ".join(ops) + " |"
     slower = 0
     for w in WORKLOADS.split(","):

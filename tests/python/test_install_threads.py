@@ -35,8 +35,9 @@ from support import start_and_join  # noqa: E402
 
 pytestmark = pytest.mark.skipif(cpytree.ENGINE != "cpp", reason="install() needs the C++ engine")
 
-SECONDS = float(os.environ.get("CPYTREE_THREAD_SECONDS",
-                               "30" if os.environ.get("CPYTREE_STRESS") else "3"))
+SECONDS = float(
+    os.environ.get("CPYTREE_THREAD_SECONDS", "30" if os.environ.get("CPYTREE_STRESS") else "3")
+)
 
 
 class Point:
@@ -47,9 +48,14 @@ class Point:
 
 
 def _registries():
-    return {label: (set(mod.SUPPORTED_NODES), set(mod.SUPPORTED_SERIALIZED_TYPES),
-                    set(mod.SERIALIZED_TYPE_TO_PYTHON_TYPE))
-            for label, mod in (("torch", tp), ("cpytree", _reference))}
+    return {
+        label: (
+            set(mod.SUPPORTED_NODES),
+            set(mod.SUPPORTED_SERIALIZED_TYPES),
+            set(mod.SERIALIZED_TYPE_TO_PYTHON_TYPE),
+        )
+        for label, mod in (("torch", tp), ("cpytree", _reference))
+    }
 
 
 def _canon(x):
@@ -66,10 +72,14 @@ def _canon(x):
 def test_threads_through_torch_while_installing_and_registering():
     if Point not in tp.SUPPORTED_NODES:
         tp.register_pytree_node(
-            Point, lambda p: ([p.x, p.y], None), lambda v, c: Point(*v),
+            Point,
+            lambda p: ([p.x, p.y], None),
+            lambda v, c: Point(*v),
             serialized_type_name="test_install_threads.Point",
-            flatten_with_keys_fn=lambda p: ([(tp.GetAttrKey("x"), p.x), (tp.GetAttrKey("y"), p.y)],
-                                            None),
+            flatten_with_keys_fn=lambda p: (
+                [(tp.GetAttrKey("x"), p.x), (tp.GetAttrKey("y"), p.y)],
+                None,
+            ),
         )
     cpytree.install()  # warm up: what install() imports is loaded once
     cpytree.uninstall()
@@ -84,12 +94,17 @@ def test_threads_through_torch_while_installing_and_registering():
     want = []
     for tree in trees:  # torch's own answers
         leaves, spec = tp.tree_flatten(tree)
-        want.append({
-            "leaves": leaves, "spec": spec, "hash": hash(spec), "repr": repr(spec),
-            "map": _canon(tp.tree_map(lambda v: (v,), tree)),
-            "paths": [tp.keystr(kp) for kp, _ in tp.tree_flatten_with_path(tree)[0]],
-            "unflatten": _canon(tp.tree_unflatten(leaves, spec)),
-        })
+        want.append(
+            {
+                "leaves": leaves,
+                "spec": spec,
+                "hash": hash(spec),
+                "repr": repr(spec),
+                "map": _canon(tp.tree_map(lambda v: (v,), tree)),
+                "paths": [tp.keystr(kp) for kp, _ in tp.tree_flatten_with_path(tree)[0]],
+                "unflatten": _canon(tp.tree_unflatten(leaves, spec)),
+            }
+        )
     stop = time.monotonic() + SECONDS
     errors: list = []
     counts: collections.Counter = collections.Counter()
@@ -102,12 +117,15 @@ def test_threads_through_torch_while_installing_and_registering():
                     counts[name] += 1
             except BaseException as error:  # noqa: BLE001 - reported below
                 errors.append((name, repr(error)))
+
         return threading.Thread(target=run, name=name)
 
     def flattener():
         for tree, w in zip(trees, want):
             leaves, spec = tp.tree_flatten(tree)  # engine or torch, either way right
-            assert all(a is b for a, b in zip(leaves, w["leaves"])) and len(leaves) == len(w["leaves"])
+            assert all(a is b for a, b in zip(leaves, w["leaves"])) and len(leaves) == len(
+                w["leaves"]
+            )
             assert spec == w["spec"] and w["spec"] == spec
             assert hash(spec) == w["hash"] and repr(spec) == w["repr"]
             got = tp.tree_unflatten(leaves, w["spec"])
@@ -134,8 +152,12 @@ def test_threads_through_torch_while_installing_and_registering():
         cls = type(f"Fresh{i}", (), {})
         register = cpytree.register_pytree_node if i % 2 else tp.register_pytree_node
         deregister = cpytree._deregister_pytree_node if i % 2 else tp._deregister_pytree_node
-        register(cls, lambda o: ([o.v], None), lambda v, c: cls(),
-                 serialized_type_name=f"test_install_threads.Fresh{i}")
+        register(
+            cls,
+            lambda o: ([o.v], None),
+            lambda v, c: cls(),
+            serialized_type_name=f"test_install_threads.Fresh{i}",
+        )
         obj = cls()
         obj.v = objs[15]
         got_torch, got_engine = tp.tree_leaves([obj]), cpytree.tree_leaves([obj])
@@ -152,8 +174,14 @@ def test_threads_through_torch_while_installing_and_registering():
         cpytree.install() if flips[0] % 2 == 0 else cpytree.uninstall()
         flips[0] += 1
 
-    threads = [loop("flatten", flattener), loop("flatten2", flattener), loop("map", mapper),
-               loop("paths", pather), loop("register", registrar), loop("install", installer)]
+    threads = [
+        loop("flatten", flattener),
+        loop("flatten2", flattener),
+        loop("map", mapper),
+        loop("paths", pather),
+        loop("register", registrar),
+        loop("install", installer),
+    ]
     try:
         start_and_join(threads, SECONDS + 120)
     finally:
@@ -162,7 +190,8 @@ def test_threads_through_torch_while_installing_and_registering():
     assert counts["install"] >= 1 and all(counts[n] > 0 for n in ("flatten", "map", "register"))
     after = _registries()
     assert after == before, "registries changed: " + repr(
-        {k: [s ^ t for s, t in zip(before[k], after[k])] for k in before})
+        {k: [s ^ t for s, t in zip(before[k], after[k])] for k in before}
+    )
     assert tp.tree_flatten.__module__ == "torch.utils._pytree"
     assert fx_pytree.tree_flatten_spec.__module__ == "torch.fx._pytree"
     # The engine's registry agrees with the registry of record.

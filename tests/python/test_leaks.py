@@ -164,9 +164,13 @@ def ops(impl):
         "distinct_structures": lambda: impl.tree_structure({next(counter): 0, KEY: [0]}),
         "error:flatten_up_to": swallow(ValueError, lambda: spec.flatten_up_to(bad)),
         "error:flatten_up_to_context": swallow(ValueError, lambda: spec.flatten_up_to(bad_keys)),
-        "error:tree_map_nary": swallow(ValueError, lambda: impl.tree_map(lambda x, y: x, tree, bad)),
+        "error:tree_map_nary": swallow(
+            ValueError, lambda: impl.tree_map(lambda x, y: x, tree, bad)
+        ),
         "error:unflatten_count": swallow(ValueError, lambda: spec.unflatten(leaves[:-1])),
-        "error:tree_unflatten_type": swallow(TypeError, lambda: impl.tree_unflatten(leaves, leaves)),
+        "error:tree_unflatten_type": swallow(
+            TypeError, lambda: impl.tree_unflatten(leaves, leaves)
+        ),
         "error:custom_flatten": swallow(Boom, lambda: impl.tree_flatten(raising_tree)),
         "error:custom_flatten_map": swallow(Boom, lambda: impl.tree_map(ident, raising_tree)),
         "error:func_midway": swallow(Boom, lambda: impl.tree_map(raise_midway, tree)),
@@ -222,8 +226,11 @@ def _register_more():
     if NoKeys not in cpytree.SUPPORTED_NODES:
         cpytree.register_pytree_node(NoKeys, lambda n: ([LEAVES[0]], None), lambda v, c: NoKeys())
         cpytree.register_pytree_node(
-            Holder, lambda h: ([h.x], h.ctx), lambda v, c: Holder(c, v[0]),
-            flatten_with_keys_fn=lambda h: ([(cpytree.GetAttrKey("x"), h.x)], h.ctx))
+            Holder,
+            lambda h: ([h.x], h.ctx),
+            lambda v, c: Holder(c, v[0]),
+            flatten_with_keys_fn=lambda h: ([(cpytree.GetAttrKey("x"), h.x)], h.ctx),
+        )
         cpytree.register_pytree_node(BadUnflatten, lambda b: ([LEAVES[1]], None), _bad_unflatten)
 
 
@@ -241,8 +248,12 @@ def make_path_tree():
 
 PATH_TREE = make_path_tree()
 # Serializable: builtin kinds only (a defaultdict factory must be a class).
-PLAIN_TREE = {KEY: [LEAVES[0], (LEAVES[1], None)], "od": OrderedDict(x=[LEAVES[2]]),
-              FKEY: deque([LEAVES[3]], maxlen=3), "dd": defaultdict(list, {True: LEAVES[4]})}
+PLAIN_TREE = {
+    KEY: [LEAVES[0], (LEAVES[1], None)],
+    "od": OrderedDict(x=[LEAVES[2]]),
+    FKEY: deque([LEAVES[3]], maxlen=3),
+    "dd": defaultdict(list, {True: LEAVES[4]}),
+}
 WATCHED += [PATH_TREE, PLAIN_TREE, Holder, NoKeys, BadUnflatten, HCTX]
 
 
@@ -281,13 +292,17 @@ def more_ops(impl, spec, leaves, bad, swallow, raise_midway):
         "pickle_deepcopy": lambda: (pickle.loads(pickle.dumps(spec)), copy.deepcopy(spec)),
         "interning_unhashable_context": lambda: impl.tree_flatten(hostile_tree),
         "error:spec_eq_context_raises": swallow(
-            Boom, lambda: hostile_spec == impl.tree_structure([LEAVES[0], Holder(HostileCtx(), 0)])),
-        "error:with_path_no_keys_fn": swallow(ValueError, lambda: impl.tree_flatten_with_path(
-            [LEAVES[0], NoKeys()])),
-        "error:map_with_path_func": swallow(Boom, lambda: impl.tree_map_with_path(
-            lambda k, x: raise_midway(x), path_tree)),
-        "error:unflatten_fn": swallow(Boom, lambda: impl.tree_map(
-            lambda x: x, [LEAVES[0], BadUnflatten()])),
+            Boom, lambda: hostile_spec == impl.tree_structure([LEAVES[0], Holder(HostileCtx(), 0)])
+        ),
+        "error:with_path_no_keys_fn": swallow(
+            ValueError, lambda: impl.tree_flatten_with_path([LEAVES[0], NoKeys()])
+        ),
+        "error:map_with_path_func": swallow(
+            Boom, lambda: impl.tree_map_with_path(lambda k, x: raise_midway(x), path_tree)
+        ),
+        "error:unflatten_fn": swallow(
+            Boom, lambda: impl.tree_map(lambda x: x, [LEAVES[0], BadUnflatten()])
+        ),
         "error:treespec_loads": swallow(ValueError, lambda: loads(bad_text)),
         "error:key_get": swallow(KeyError, lambda: impl.key_get({}, kp[:1])),
     }
@@ -304,9 +319,13 @@ def more_ops(impl, spec, leaves, bad, swallow, raise_midway):
 
 OP_NAMES = list(ops(__import__("cpytree._reference", fromlist=["_"])))
 MORE_OP_NAMES = [
-    *more_ops(__import__("cpytree._reference", fromlist=["_"]), None, None, None,
-              lambda exc, fn: fn, None),
-    "spec.flatten", "error:spec.flatten", "tree_flatten_spec", "error:tree_flatten_spec",
+    *more_ops(
+        __import__("cpytree._reference", fromlist=["_"]), None, None, None, lambda exc, fn: fn, None
+    ),
+    "spec.flatten",
+    "error:spec.flatten",
+    "tree_flatten_spec",
+    "error:tree_flatten_spec",
     "error:TreeSpec_ctor",
 ]
 

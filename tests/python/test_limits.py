@@ -44,8 +44,13 @@ def engine_on():
 def run_child(code, timeout=600):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
     return proc
 
 
@@ -421,11 +426,14 @@ except RecursionError as exc:
 """
 
 
-@pytest.mark.parametrize("op", [
-    "cpytree.tree_leaves(deep, is_leaf=is_leaf)",
-    "cpytree.tree_map(lambda v: v, deep, is_leaf=is_leaf)",
-    "cpytree.tree_structure(deep).flatten_up_to(deep); cpytree.tree_leaves(deep, is_leaf=is_leaf)",
-])
+@pytest.mark.parametrize(
+    "op",
+    [
+        "cpytree.tree_leaves(deep, is_leaf=is_leaf)",
+        "cpytree.tree_map(lambda v: v, deep, is_leaf=is_leaf)",
+        "cpytree.tree_structure(deep).flatten_up_to(deep); cpytree.tree_leaves(deep, is_leaf=is_leaf)",
+    ],
+)
 def test_reentrant_traversals_share_the_c_stack(engine_on, op):
     # Each call counted its own depth against the recursion limit, so an
     # is_leaf that flattens again from the bottom of a 950-deep tree nested

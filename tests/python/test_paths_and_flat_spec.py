@@ -70,7 +70,9 @@ def _unflatten(xs: Any, ctx: Any) -> Box:
 def _register():  # type: ignore[no-untyped-def]
     # cpytree's registry is also the reference's (one registry, mirrored).
     for mod in (cpytree, torch_pytree):
-        mod.register_pytree_node(Box, _flatten, _unflatten, flatten_with_keys_fn=_flatten_with_keys(mod))
+        mod.register_pytree_node(
+            Box, _flatten, _unflatten, flatten_with_keys_fn=_flatten_with_keys(mod)
+        )
     yield
     for mod in (cpytree, torch_pytree):
         mod._deregister_pytree_node(Box)
@@ -90,7 +92,9 @@ def _canon_leaf(x: Any) -> Any:
 
 
 def _canon_pairs(pairs: list[tuple[tuple[Any, ...], Any]]) -> list[Any]:
-    return [(tuple((type(k).__name__, str(k)) for k in path), _canon_leaf(leaf)) for path, leaf in pairs]
+    return [
+        (tuple((type(k).__name__, str(k)) for k in path), _canon_leaf(leaf)) for path, leaf in pairs
+    ]
 
 
 def _run(mod: Any, fn: str) -> tuple[Any, list[str]]:
@@ -149,7 +153,11 @@ def test_disagreement_exact_result() -> None:
         pairs, spec = cpytree.tree_flatten_with_path([Box([1, 2, 3]), 4])
     finally:
         MODE["how"] = "agree"
-    assert [(cpytree.keystr(p), x) for p, x in pairs] == [("[0]['k0']", 1), ("[0]['k1']", 2), ("[1]", 4)]
+    assert [(cpytree.keystr(p), x) for p, x in pairs] == [
+        ("[0]['k0']", 1),
+        ("[0]['k1']", 2),
+        ("[1]", 4),
+    ]
     assert spec.num_leaves == 4  # flatten_fn's three children, and 4
     assert spec.child(0).context == ("ctx", 3)
 
@@ -159,7 +167,9 @@ def test_disagreement_with_is_leaf_matches_torch() -> None:
     try:
         outs = []
         for mod in IMPLS:
-            pairs, spec = mod.tree_flatten_with_path(_tree(), is_leaf=lambda x: isinstance(x, tuple))
+            pairs, spec = mod.tree_flatten_with_path(
+                _tree(), is_leaf=lambda x: isinstance(x, tuple)
+            )
             outs.append((_canon_pairs(pairs), repr(spec)))
     finally:
         MODE["how"] = "agree"
@@ -236,7 +246,10 @@ def test_flat_spec_with_empty_container_child() -> None:
     assert spec.flatten([7, [], 9]) == [7, 9]
     err = catch(lambda: spec.flatten([7, 8, 9]))
     assert isinstance(err, ValueError)
-    assert str(err) == "Node type mismatch; expected <class 'list'>, but got <class 'int'>. (at key path tree[1])"
+    assert (
+        str(err)
+        == "Node type mismatch; expected <class 'list'>, but got <class 'int'>. (at key path tree[1])"
+    )
     assert spec.flatten_up_to([7, [], 9]) == [7, 9]
 
 

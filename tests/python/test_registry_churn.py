@@ -34,8 +34,12 @@ def rss_mib() -> float:
 
 def churn_round(i: int, cls: type | None = None) -> None:
     cls = cls or type(f"Churn{i}", (), {})
-    cpytree.register_pytree_node(cls, lambda o: ([1], None), lambda c, _: cls(),
-                                 serialized_type_name=f"test_registry_churn.Churn{i}")
+    cpytree.register_pytree_node(
+        cls,
+        lambda o: ([1], None),
+        lambda c, _: cls(),
+        serialized_type_name=f"test_registry_churn.Churn{i}",
+    )
     leaves, spec = cpytree.tree_flatten([cls()])
     assert leaves == [1]
     cpytree._deregister_pytree_node(cls)
@@ -44,8 +48,12 @@ def churn_round(i: int, cls: type | None = None) -> None:
 
 def test_deregistered_class_is_collectable():
     cls = type("Gone", (), {})
-    cpytree.register_pytree_node(cls, lambda o: ([], None), lambda c, _: None,
-                                 serialized_type_name="test_registry_churn.Gone")
+    cpytree.register_pytree_node(
+        cls,
+        lambda o: ([], None),
+        lambda c, _: None,
+        serialized_type_name="test_registry_churn.Gone",
+    )
     cpytree.tree_flatten([cls()])
     cpytree._deregister_pytree_node(cls)
     ref = weakref.ref(cls)
@@ -54,8 +62,10 @@ def test_deregistered_class_is_collectable():
     assert ref() is None
 
 
-@pytest.mark.skipif(bool(os.environ.get("CPYTREE_SANITIZED")),
-                    reason="ASan's quarantine holds freed memory: RSS is measured on the normal build")
+@pytest.mark.skipif(
+    bool(os.environ.get("CPYTREE_SANITIZED")),
+    reason="ASan's quarantine holds freed memory: RSS is measured on the normal build",
+)
 @pytest.mark.parametrize("fresh", [True, False], ids=["fresh-class", "same-class"])
 def test_churn_keeps_memory_flat(fresh):
     same = type("Same", (), {})
@@ -83,9 +93,12 @@ def _self_removing_flatten(obj):
 
 
 def _register_self_removing():
-    cpytree.register_pytree_node(SelfRemoving, _self_removing_flatten,
-                                 lambda kids, _: SelfRemoving(*kids),
-                                 serialized_type_name="test_registry_churn.SelfRemoving")
+    cpytree.register_pytree_node(
+        SelfRemoving,
+        _self_removing_flatten,
+        lambda kids, _: SelfRemoving(*kids),
+        serialized_type_name="test_registry_churn.SelfRemoving",
+    )
 
 
 @pytest.mark.parametrize("op", ["flatten", "map", "with_path", "unflatten", "flatten_up_to"])
@@ -114,8 +127,12 @@ def test_deregistering_the_type_being_traversed(op):
                 return SelfRemoving(*kids)
 
             cpytree._deregister_pytree_node(SelfRemoving)
-            cpytree.register_pytree_node(SelfRemoving, _self_removing_flatten, unflatten,
-                                         serialized_type_name="test_registry_churn.SelfRemoving")
+            cpytree.register_pytree_node(
+                SelfRemoving,
+                _self_removing_flatten,
+                unflatten,
+                serialized_type_name="test_registry_churn.SelfRemoving",
+            )
             out = cpytree.tree_unflatten([5, 6], spec)
             assert out[0].kids == [5, 6] and unflatten_calls == [[5, 6]]
         else:

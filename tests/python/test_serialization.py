@@ -229,7 +229,7 @@ ROUND_TRIP_CASES: dict[str, Any] = {
     "tuple": (L, (L, L)),
     "dict": {"a": L, "b": [L, None]},
     "dict_key_types": {1: L, "s": L, 2.5: L, None: L, False: L},
-    "dict_unicode_keys": {"ключ": L, "é\n\"q\"": L, "\u2603": L},
+    "dict_unicode_keys": {"ключ": L, 'é\n"q"': L, "\u2603": L},
     "nested": {"x": [(L, {"y": (L,)}), []], "z": ({},)},
     "ordereddict": OrderedDict([("b", L), ("a", [L])]),
     "defaultdict_list": defaultdict(list, {"k": L, 3: [L]}),
@@ -491,7 +491,11 @@ def _defaultdict_node(module: Any, name: Any, keys: Any = ("k",)) -> dict[str, A
         "default_factory_name": name,
         "dict_context": list(keys) if isinstance(keys, tuple) else keys,
     }
-    return _node("collections.defaultdict", context, [LEAF_JSON] * (len(keys) if isinstance(keys, tuple) else 1))
+    return _node(
+        "collections.defaultdict",
+        context,
+        [LEAF_JSON] * (len(keys) if isinstance(keys, tuple) else 1),
+    )
 
 
 def _enum_dict_node(fqn: Any, name: Any) -> dict[str, Any]:
@@ -646,4 +650,3 @@ def test_long_hostile_names_are_cut_in_messages(impl: Any) -> None:
     with pytest.raises(ValueError) as info:
         _loads_guarded(impl, _text(_defaultdict_node("m" * 10_000, "x")))
     assert len(str(info.value)) < 400
-

@@ -137,8 +137,23 @@ def test_dumps_matches_reference_and_torch(tree: Any) -> None:
 def _mutations(text: str) -> Any:
     """Strategies of strings near `text`: cut, byte edits, token swaps."""
     n = len(text)
-    tokens = ['"null"', "null", '"builtins.list"', '"builtins.dict"', "[]", "{}", "-0", "1.0",
-              "true", "NaN", '"\\ud800"', '"x"', "1e999", "18446744073709551616", ","]
+    tokens = [
+        '"null"',
+        "null",
+        '"builtins.list"',
+        '"builtins.dict"',
+        "[]",
+        "{}",
+        "-0",
+        "1.0",
+        "true",
+        "NaN",
+        '"\\ud800"',
+        '"x"',
+        "1e999",
+        "18446744073709551616",
+        ",",
+    ]
     return st.one_of(
         st.integers(0, n).map(lambda i: text[:i]),
         st.tuples(st.integers(0, max(n - 1, 0)), st.sampled_from(tokens)).map(
@@ -166,8 +181,8 @@ def test_hostile_loads_match_reference(data: Any, tree: Any) -> None:
 
 HOSTILE_TEXTS = [
     "[1, {}]",
-    "[true, {\"type\": null, \"context\": null, \"children_spec\": []}]",
-    "[1.0, {\"type\": null, \"context\": null, \"children_spec\": []}]",
+    '[true, {"type": null, "context": null, "children_spec": []}]',
+    '[1.0, {"type": null, "context": null, "children_spec": []}]',
     '[1, {"type": "builtins.dict", "context": "[-0]", "children_spec": '
     '[{"type": null, "context": null, "children_spec": []}]}]',
     '[1, {"type": "builtins.dict", "context": "[NaN]", "children_spec": '

@@ -22,7 +22,9 @@ import time
 import cpytree
 from support import start_and_join
 
-SECONDS = float(os.environ.get("CPYTREE_THREAD_SECONDS", "30" if os.environ.get("CPYTREE_STRESS") else "3"))
+SECONDS = float(
+    os.environ.get("CPYTREE_THREAD_SECONDS", "30" if os.environ.get("CPYTREE_STRESS") else "3")
+)
 THREADS = 8
 
 
@@ -99,16 +101,19 @@ def expected_results(trees):
     out = []
     for t in trees:
         leaves, spec = cpytree.tree_flatten(t)
-        out.append({
-            "leaves": leaves,
-            "spec": spec,
-            "repr": repr(spec),
-            "hash": hash(spec),
-            "map": canon(cpytree.tree_map(lambda x: (x,), t)),
-            "nary": canon(cpytree.tree_map(lambda x, y: y, t, t)),
-            "paths": [cpytree.keystr(kp) for kp, _ in cpytree.tree_flatten_with_path(t)[0]]
-            if type(t) is not Slow and not any(type(x) is Slow for x in t) else None,
-        })
+        out.append(
+            {
+                "leaves": leaves,
+                "spec": spec,
+                "repr": repr(spec),
+                "hash": hash(spec),
+                "map": canon(cpytree.tree_map(lambda x: (x,), t)),
+                "nary": canon(cpytree.tree_map(lambda x, y: y, t, t)),
+                "paths": [cpytree.keystr(kp) for kp, _ in cpytree.tree_flatten_with_path(t)[0]]
+                if type(t) is not Slow and not any(type(x) is Slow for x in t)
+                else None,
+            }
+        )
     return out
 
 
@@ -139,13 +144,17 @@ def test_threads_flatten_map_compare_register():
     _register()
     trees = make_trees()
     want = expected_results(trees)
-    table_before = cpytree._C._intern_table_size() if hasattr(cpytree, "_C") and cpytree._C else None
+    table_before = (
+        cpytree._C._intern_table_size() if hasattr(cpytree, "_C") and cpytree._C else None
+    )
 
     def flattener():
         for t, w in zip(trees, want):
             leaves, spec = cpytree.tree_flatten(t)
             assert spec is w["spec"] or spec == w["spec"], (spec, w["spec"])
-            assert len(leaves) == len(w["leaves"]) and all(a is b for a, b in zip(leaves, w["leaves"]))
+            assert len(leaves) == len(w["leaves"]) and all(
+                a is b for a, b in zip(leaves, w["leaves"])
+            )
             assert canon(cpytree.tree_unflatten(leaves, spec)) == canon(t)
 
     def mapper():
@@ -157,7 +166,9 @@ def test_threads_flatten_map_compare_register():
         for t, w in zip(trees, want):
             spec = cpytree.tree_structure(t)
             assert spec == w["spec"] and hash(spec) == w["hash"] and repr(spec) == w["repr"]
-            assert [c == d for c, d in zip(spec.children(), w["spec"].children())] == [True] * spec.num_children
+            assert [c == d for c, d in zip(spec.children(), w["spec"].children())] == [
+                True
+            ] * spec.num_children
             assert spec.flatten_up_to(t) == [x for x in spec.flatten_up_to(t)]
 
     def pather():
@@ -175,8 +186,12 @@ def test_threads_flatten_map_compare_register():
         # A serialized name of its own: torch's deregistration deletes the
         # entry of that name (two unnamed types share one and the second
         # deregistration raises KeyError, threads or not).
-        cpytree.register_pytree_node(cls, lambda o: ([o.v, o.w], i), lambda v, c: cls(),
-                                     serialized_type_name=f"test_threads.Fresh{i}")
+        cpytree.register_pytree_node(
+            cls,
+            lambda o: ([o.v, o.w], i),
+            lambda v, c: cls(),
+            serialized_type_name=f"test_threads.Fresh{i}",
+        )
         obj = cls()
         obj.v, obj.w = trees[0], i
         leaves, spec = cpytree.tree_flatten([obj, trees[1]])
@@ -193,9 +208,16 @@ def test_threads_flatten_map_compare_register():
         assert spec.num_leaves == 2
         cpytree.tree_leaves(trees, is_leaf=lambda x: time.sleep(0) or False)
 
-    workers = [("flatten", flattener), ("map", mapper), ("compare", comparer), ("paths", pather),
-               ("register", registrar), ("register2", registrar), ("churn", churner),
-               ("flatten2", flattener)]
+    workers = [
+        ("flatten", flattener),
+        ("map", mapper),
+        ("compare", comparer),
+        ("paths", pather),
+        ("register", registrar),
+        ("register2", registrar),
+        ("churn", churner),
+        ("flatten2", flattener),
+    ]
     assert len(workers) == THREADS
     counts = run_threads(workers, SECONDS)
     assert all(counts[n] > 0 for n, _ in workers), counts

@@ -123,9 +123,7 @@ def _same(a, b) -> bool:
     lb, sb = tp.tree_flatten(b)
     if sa != sb or len(la) != len(lb):
         return False
-    return all(
-        torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y for x, y in zip(la, lb)
-    )
+    return all(torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y for x, y in zip(la, lb))
 
 
 def _variants():
@@ -193,7 +191,9 @@ def test_registering_a_leaf_type_after_compiling_recompiles():
 def test_specs_leaving_the_graph_equal_torchs():
     t = torch.ones(2)
     tree = {"a": [t, (t, t)], "b": Pt(t, None)}
-    leaves, spec = torch.compile(lambda tr: tp.tree_flatten(tr), backend="eager", fullgraph=True)(tree)
+    leaves, spec = torch.compile(lambda tr: tp.tree_flatten(tr), backend="eager", fullgraph=True)(
+        tree
+    )
     assert spec == tp.tree_structure(tree) and len(leaves) == 5 and leaves[-1] is None
     assert torch.compile(tp.tree_structure, backend="eager", fullgraph=True)(tree) == spec
 
@@ -205,7 +205,9 @@ def test_unflatten_errors_are_torchs_inside_compiled_code():
     def fn(x):
         return tp.tree_unflatten([x], spec)
 
-    with pytest.raises(Exception, match="has length 1 but the spec refers to a pytree that holds 2 items"):
+    with pytest.raises(
+        Exception, match="has length 1 but the spec refers to a pytree that holds 2 items"
+    ):
         torch.compile(fn, backend="eager", fullgraph=True)(torch.ones(1))
 
 
@@ -282,5 +284,9 @@ def test_spec_unflatten_falls_back_to_torchs_method_and_error():
         _, spec = tp.tree_flatten(tree)
         return spec.unflatten([x])  # one leaf for a two-leaf spec
 
-    with pytest.raises(Exception, match="has length 1 but the spec refers to a pytree that holds 2 items"):
-        torch.compile(fn, backend="eager", fullgraph=True)([torch.ones(1), torch.ones(1)], torch.ones(1))
+    with pytest.raises(
+        Exception, match="has length 1 but the spec refers to a pytree that holds 2 items"
+    ):
+        torch.compile(fn, backend="eager", fullgraph=True)(
+            [torch.ones(1), torch.ones(1)], torch.ones(1)
+        )

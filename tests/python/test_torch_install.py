@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import importlib
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -279,7 +280,9 @@ def test_torch_registrations_made_before_install_reach_cpytree():
         leaves = tp.tree_leaves({"r": result})
         assert leaves[0] is result.values and leaves[1] is result.indices
     # torch's registrations count without install() too (cpytree follows torch's registry)
-    assert cpytree.SUPPORTED_NODES[torch.Size].flatten_fn is tp.SUPPORTED_NODES[torch.Size].flatten_fn
+    assert (
+        cpytree.SUPPORTED_NODES[torch.Size].flatten_fn is tp.SUPPORTED_NODES[torch.Size].flatten_fn
+    )
     assert cpytree.tree_leaves(torch.Size([2, 3])) == [2, 3]
 
 
@@ -781,3 +784,21 @@ def test_install_with_the_fallback_engine_leaves_torch_alone():
     )
     proc = _python(code, CPYTREE_INSTALL="")
     assert proc.returncode == 0, proc.stderr
+
+
+# After uninstall(), cpytree specs pickle in cpytree's own form again (while
+# installed they pickle as torch's, so caches load in processes without cpytree).
+def test_pickle_form_follows_install_state():
+    import cpytree
+
+    if cpytree.ENGINE != "cpp":
+        pytest.skip("needs the C++ engine")
+    spec = cpytree.tree_structure({"a": [1, (2, None)]})
+    cpytree.install()
+    try:
+        assert type(pickle.loads(pickle.dumps(spec))) is tp.TreeSpec
+    finally:
+        cpytree.uninstall()
+    loaded = pickle.loads(pickle.dumps(spec))
+    assert type(loaded) is cpytree.TreeSpec
+    assert loaded is spec  # interned again

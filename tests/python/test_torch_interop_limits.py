@@ -93,8 +93,13 @@ def in_thread(fn, stack_size):
 
 @pytest.mark.parametrize(
     "entry",
-    ["cpytree.tree_unflatten", "tp.tree_unflatten", "fx.tree_flatten_spec", "TreeSpec(...)",
-     "spec.unflatten"],
+    [
+        "cpytree.tree_unflatten",
+        "tp.tree_unflatten",
+        "fx.tree_flatten_spec",
+        "TreeSpec(...)",
+        "spec.unflatten",
+    ],
 )
 def test_deep_torch_spec_raises_recursion_error(entry):
     spec = torch_chain(DEEP)
@@ -189,8 +194,12 @@ def pair_registered():
         def __init__(self, a, b):
             self.a, self.b = a, b
 
-    tp.register_pytree_node(Pair, lambda p: ([p.a, p.b], None), lambda c, _: Pair(*c),
-                            serialized_type_name=f"test_torch_interop_limits.Pair{id(Pair)}")
+    tp.register_pytree_node(
+        Pair,
+        lambda p: ([p.a, p.b], None),
+        lambda c, _: Pair(*c),
+        serialized_type_name=f"test_torch_interop_limits.Pair{id(Pair)}",
+    )
     fx_pytree.register_pytree_flatten_spec(Pair, lambda p, spec: [p.a])
     try:
         yield Pair
@@ -248,17 +257,28 @@ def test_eq_hash_pickle_dumps_of_deep_torch_specs():
     spec = torch_chain(DEEP)
     engine = cpytree.tree_structure(nested_lists(10))
     assert (engine == spec) is False and (spec == engine) is False
-    for op in (lambda: hash(spec), lambda: pickle.dumps(spec), lambda: tp.treespec_dumps(spec),
-               lambda: cpytree.treespec_dumps(spec)):
+    for op in (
+        lambda: hash(spec),
+        lambda: pickle.dumps(spec),
+        lambda: tp.treespec_dumps(spec),
+        lambda: cpytree.treespec_dumps(spec),
+    ):
         with pytest.raises(RecursionError):
             op()
 
 
 def test_treespec_dumps_accepts_torch_specs_like_torch():
     tree = {"a": [1, (2, 3)], "b": None}
-    spec = tp.TreeSpec(dict, ["a", "b"], [tp.TreeSpec(list, None, [tp.treespec_leaf(),
-                                                                   tp.TreeSpec(tuple, None, [tp.treespec_leaf()] * 2)]),
-                                          tp.treespec_leaf()])
+    spec = tp.TreeSpec(
+        dict,
+        ["a", "b"],
+        [
+            tp.TreeSpec(
+                list, None, [tp.treespec_leaf(), tp.TreeSpec(tuple, None, [tp.treespec_leaf()] * 2)]
+            ),
+            tp.treespec_leaf(),
+        ],
+    )
     assert cpytree.treespec_dumps(spec) == tp.treespec_dumps(spec)
     assert cpytree.treespec_dumps(spec) == cpytree.treespec_dumps(cpytree.tree_structure(tree))
 

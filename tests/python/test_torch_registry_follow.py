@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 import warnings
 
 import pytest
@@ -147,7 +148,9 @@ def fresh():
             if cls in mod.SUPPORTED_NODES:
                 # types registered without a serialized name share one key, which
                 # the first deregistration deletes (torch's KeyError otherwise)
-                mod.SERIALIZED_TYPE_TO_PYTHON_TYPE.setdefault(mod.NO_SERIALIZED_TYPE_NAME_FOUND, cls)
+                mod.SERIALIZED_TYPE_TO_PYTHON_TYPE.setdefault(
+                    mod.NO_SERIALIZED_TYPE_NAME_FOUND, cls
+                )
                 mod._deregister_pytree_node(cls)
     for cls in made:
         assert cls not in cpytree.SUPPORTED_NODES and cls not in tp.SUPPORTED_NODES
@@ -259,7 +262,6 @@ def test_install_joins_both_ways_and_uninstall_returns_to_following(fresh):
 # Differential: random trees of the library's types, cpytree and the reference vs torch
 
 
-
 def _trees(constants: bool):
     leaves = st.integers(-5, 5) | st.none()
     keys = st.sampled_from(["a", "b", "c", 1, 2.5])
@@ -310,3 +312,43 @@ def test_dumps_byte_identical_and_loads_equal_torch(impl_name, tree):
     assert impl.treespec_dumps(loaded) == text
     leaves = tp.tree_leaves(tree)
     assert tp.tree_flatten(impl.tree_unflatten(leaves, loaded)) == tp.tree_flatten(tree)
+
+
+# install() shares torch's registry lock with cpytree's registration code, so
+# registrations through both sides at once cannot deadlock (they took the two
+# locks in opposite orders before).
+_LOCK_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, threading, time
+    import cpytree, cpytree._reference as R
+    import torch.utils._pytree as tp
+    cpytree.install()
+    class A: pass
+    class B: pass
+    def slow_hook(cls, node_def):
+        if cls is B:
+            time.sleep(0.5)  # holds cpytree's registry lock: hooks run under it
+    R._REGISTRATION_HOOKS.insert(0, slow_hook)
+    fl = lambda x: ([], None)
+    ufl = lambda v, c: None
+    tb = threading.Thread(target=lambda: cpytree.register_pytree_node(B, fl, ufl), daemon=True)
+    tb.start(); time.sleep(0.1)
+    ta = threading.Thread(target=lambda: tp.register_pytree_node(A, fl, ufl), daemon=True)
+    ta.start()
+    ta.join(20); tb.join(20)
+    print("deadlocked" if ta.is_alive() or tb.is_alive() else "ok")
+    sys.stdout.flush()
+    os._exit(0)
+    """
+)
+
+
+def test_concurrent_registrations_through_both_sides_do_not_deadlock():
+    out = subprocess.run(
+        [sys.executable, "-c", _LOCK_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert out.stdout.strip().splitlines()[-1] == "ok", out.stderr

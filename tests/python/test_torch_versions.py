@@ -73,8 +73,14 @@ def _torch_state():
     )
 
 
-_STATE_NAMES = ("vars(torch.utils._pytree)", "vars(torch.fx._pytree)", "tp.SUPPORTED_NODES",
-                "tp.SERIALIZED_TYPE_TO_PYTHON_TYPE", "fx SUPPORTED_NODES", "cpytree.SUPPORTED_NODES")
+_STATE_NAMES = (
+    "vars(torch.utils._pytree)",
+    "vars(torch.fx._pytree)",
+    "tp.SUPPORTED_NODES",
+    "tp.SERIALIZED_TYPE_TO_PYTHON_TYPE",
+    "fx SUPPORTED_NODES",
+    "cpytree.SUPPORTED_NODES",
+)
 
 
 def _same(before, after):

@@ -82,7 +82,10 @@ _torch_pytree.register_pytree_node(
     serialized_type_name="thirdparty_models.Scaled",
     to_dumpable_context=lambda context: {"scale": context[0], "unit": context[1]},
     from_dumpable_context=lambda d: (d["scale"], d["unit"]),
-    flatten_with_keys_fn=lambda s: ([(_torch_pytree.GetAttrKey("value"), s.value)], (s.scale, s.unit)),
+    flatten_with_keys_fn=lambda s: (
+        [(_torch_pytree.GetAttrKey("value"), s.value)],
+        (s.scale, s.unit),
+    ),
 )
 
 

@@ -502,10 +502,18 @@ def children_of(tree: Any) -> list[Any]:
 
 def is_node(tree: Any) -> bool:
     t = type(tree)
-    return (
-        t in (tuple, list, dict, OrderedDict, defaultdict, deque, Pair, Box, DC, Cfg)
-        or is_namedtuple_class(t)
-    )
+    return t in (
+        tuple,
+        list,
+        dict,
+        OrderedDict,
+        defaultdict,
+        deque,
+        Pair,
+        Box,
+        DC,
+        Cfg,
+    ) or is_namedtuple_class(t)
 
 
 def expected_type_and_context(tree: Any) -> tuple[Any, Any]:
@@ -543,7 +551,9 @@ def rebuild(tree: Any, leaf_fn: Callable[[Any], Any]) -> Any:
     if t is dict or t is OrderedDict:
         return t([(k, rebuild(v, leaf_fn)) for k, v in tree.items()])
     if t is defaultdict:
-        return defaultdict(tree.default_factory, [(k, rebuild(v, leaf_fn)) for k, v in tree.items()])
+        return defaultdict(
+            tree.default_factory, [(k, rebuild(v, leaf_fn)) for k, v in tree.items()]
+        )
     if t is deque:
         return deque([rebuild(c, leaf_fn) for c in tree], maxlen=tree.maxlen)
     if is_namedtuple_class(t):

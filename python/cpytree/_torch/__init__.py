@@ -51,15 +51,18 @@ __all__ = ["install", "is_installed", "status", "uninstall"]
 
 FREE = "spec-free"  # never returns or takes a TreeSpec or key path
 SPEC = "spec"  # returns or takes a TreeSpec: needs the engine's spec interop
-KEYS = "keys"  # returns key paths: needs key entries of torch's classes
-SPEC_KEYS = "spec+keys"  # both
 
 # (torch module, attribute, kind): what install() may swap for cpytree's
 # function of the same name. `tree_is_leaf` is deliberately absent: Dynamo
 # maps torch's `tree_is_leaf` to a special variable by the object found at
 # `torch.utils._pytree.tree_is_leaf` when it (re)builds its rule table, which
 # `torch.distributed.init_process_group` triggers at any time; the function
-# is one dict lookup, so swapping it buys nothing worth that hazard.
+# is one dict lookup, so swapping it buys nothing worth that hazard. The
+# with-path functions (`tree_flatten_with_path`, `tree_leaves_with_path`,
+# `tree_map_with_path`) are absent too: torch code matches their key entries
+# with isinstance against torch's SequenceKey/MappingKey/GetAttrKey, and the
+# engine's are always cpytree's own classes (`_C._set_key_types` in
+# cpytree/__init__.py), so they could never be swapped.
 TARGETS: tuple[tuple[str, str, str], ...] = (
     ("torch.utils._pytree", "tree_leaves", FREE),
     ("torch.utils._pytree", "tree_iter", FREE),
@@ -72,14 +75,7 @@ TARGETS: tuple[tuple[str, str, str], ...] = (
     ("torch.utils._pytree", "tree_structure", SPEC),
     ("torch.utils._pytree", "tree_unflatten", SPEC),
     ("torch.fx._pytree", "tree_flatten_spec", SPEC),
-    ("torch.utils._pytree", "tree_flatten_with_path", SPEC_KEYS),
-    ("torch.utils._pytree", "tree_leaves_with_path", KEYS),
-    ("torch.utils._pytree", "tree_map_with_path", KEYS),
 )
-
-# cpytree modules whose functions are the pure-Python implementation: swapping
-# one of those into torch would only change which registry is consulted.
-_PYTHON_MODULES = frozenset({"cpytree._reference", "cpytree._keys"})
 
 _ENV_VAR = "CPYTREE_INSTALL"
 _LOCK = threading.RLock()  # held by install() and uninstall() for their whole run
@@ -170,8 +166,6 @@ def _why_not(kind: str, fast: Any, original: Any, blockers: dict[str, str | None
         return "torch has no such function"
     if fast is None:
         return "cpytree has no such function"
-    if getattr(fast, "__module__", None) in _PYTHON_MODULES:
-        return "cpytree's version is the pure-Python reference (no speed to gain)"
     return blockers.get(kind)
 
 
@@ -208,13 +202,7 @@ def install(*, rebind_imports: bool = True) -> None:
             originals = {"tree_structure": tp.tree_structure}
             spec_blocker = _spec_interop.enable(cpytree, tp, originals)
             spec_ready = spec_blocker is None
-            keys_blocker = _spec_interop.key_paths_ready(cpytree, tp)
-            blockers: dict[str, str | None] = {
-                FREE: None,
-                SPEC: spec_blocker,
-                KEYS: keys_blocker,
-                SPEC_KEYS: spec_blocker or keys_blocker,
-            }
+            blockers: dict[str, str | None] = {FREE: None, SPEC: spec_blocker}
             swapped: list[str] = []
             skipped: dict[str, str] = {}
             replacements: dict[int, tuple[Any, Any]] = {}

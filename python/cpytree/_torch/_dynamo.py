@@ -89,10 +89,6 @@ class DynamoHooks:
             self._watcher = ImportWatcher(_DYNAMO, self._apply_late)
             self._watcher.start()
 
-    def applied(self) -> bool:
-        """Whether Dynamo has been told (False while waiting for its import)."""
-        return self._applied
-
     def _apply_late(self) -> None:
         with self._lock:
             self._drop_watcher()

@@ -75,6 +75,7 @@ def make_function_variable(tp: Any) -> type:
         if ordered_variable is not None:
             return ordered_variable(items, mutation_type=ValueMutationNew())
         return ConstDictVariable(items, user_cls=cls, mutation_type=ValueMutationNew())
+
     ordered = collections.OrderedDict
     named = collections.namedtuple
 
@@ -159,9 +160,7 @@ def make_function_variable(tp: Any) -> type:
         if spec.type is named:
             # Built as user code builds it (Dynamo traces namedtuple's __new__).
             return VariableTracker.build(tx, spec.context).call_function(tx, children, {})
-        items = {
-            ConstantVariable.create(k): v for k, v in zip(spec.context, children, strict=True)
-        }
+        items = {ConstantVariable.create(k): v for k, v in zip(spec.context, children, strict=True)}
         return dict_variable(items, spec.type)
 
     def buildable(spec: Any) -> bool:

@@ -40,14 +40,6 @@ class Patches:
         setattr(module, name, value)
         self._records.append((module, name, previous, value))
 
-    def values_set(self) -> dict[int, Any]:
-        """id -> value, for every value these patches installed."""
-        return {id(value): value for _, _, _, value in self._records}
-
-    def names(self) -> list[str]:
-        """`module.name` of every patch, in the order made."""
-        return [f"{module.__name__}.{name}" for module, name, _, _ in self._records]
-
     def undo(self) -> list[str]:
         """Restore every patched attribute, newest first.
 

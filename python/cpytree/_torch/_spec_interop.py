@@ -1,4 +1,4 @@
-"""Whether the engine's TreeSpec (and key entries) can stand in for torch's.
+"""Whether the engine's TreeSpec can stand in for torch's.
 
 Swapping a function that returns or takes a TreeSpec (`tree_flatten`,
 `tree_structure`, `tree_unflatten`, `tree_flatten_spec`) sends engine specs
@@ -14,10 +14,6 @@ ConstantNode)` (docs/torch_install.md lists what it must provide), and install()
 it on only when every behaviour below checks out (`enable` returns why not
 otherwise). Until then install() swaps only the functions that never expose
 a spec.
-
-The same holds for key paths: `tree_flatten_with_path` and friends must
-produce torch's `SequenceKey`/`MappingKey`/`GetAttrKey`, which torch code
-matches with isinstance; `key_paths_ready` checks that.
 """
 
 from __future__ import annotations
@@ -103,17 +99,6 @@ def pickle_as_torch(cpytree: ModuleType, on: bool) -> None:
     setter = getattr(cpytree._C, "_set_torch_pickling", None)
     if setter is not None:
         setter(on)
-
-
-def key_paths_ready(cpytree: ModuleType, tp: ModuleType) -> str | None:
-    """None when cpytree's key paths are made of torch's key classes, else why not."""
-    try:
-        ((path, _),) = cpytree.tree_leaves_with_path({"k": [1]})
-    except Exception as error:  # noqa: BLE001
-        return f"tree_leaves_with_path: {type(error).__name__}: {error}"
-    if type(path[0]) is not tp.MappingKey or type(path[1]) is not tp.SequenceKey:
-        return "key entries are cpytree's classes, not torch's SequenceKey/MappingKey/GetAttrKey"
-    return None
 
 
 def to_torch_spec(spec: Any, tp: ModuleType) -> Any:

@@ -238,7 +238,9 @@ def _torch_style(mod: Any, flatten_against: Callable[[Any], Stager]) -> dict[str
     ops.update(_spec_ops(structure, flatten_against))
     ops["dumps"] = lambda o: (mod.treespec_dumps, (structure(o.tree),), {})
     ops["loads"] = lambda o: (
-        uncached(mod.treespec_loads), (mod.treespec_dumps(structure(o.tree)),), {}
+        uncached(mod.treespec_loads),
+        (mod.treespec_dumps(structure(o.tree)),),
+        {},
     )
     return ops
 
@@ -495,9 +497,7 @@ def _load_floor() -> Backend:
     except ImportError as first_error:
         folder = os.environ.get("CPYTREE_FLOOR_PATH")
         if not folder:
-            return _missing(
-                "floor", f"{first_error} (`make floor`, or set CPYTREE_FLOOR_PATH)"
-            )
+            return _missing("floor", f"{first_error} (`make floor`, or set CPYTREE_FLOOR_PATH)")
         if folder not in sys.path:
             sys.path.append(folder)
         try:

@@ -7,6 +7,7 @@ the project targets (the table follows its unicodedata version):
 
     .venv/bin/python tests/cpp/tools/gen_printable_table.py
 """
+
 import pathlib
 import sys
 import unicodedata

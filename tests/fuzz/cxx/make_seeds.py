@@ -21,17 +21,21 @@ FIXTURES = os.path.join(HERE, "..", "..", "cpp", "fixtures", "specs.json")
 LEAF = '{"type": null, "context": null, "children_spec": []}'
 EXTRA = [
     "[1, " + LEAF + "]",
-    "[1, " + '{"type": "builtins.list", "context": "null", "children_spec": [' * 40 + LEAF
-    + "]}" * 40 + "]",
+    "[1, "
+    + '{"type": "builtins.list", "context": "null", "children_spec": [' * 40
+    + LEAF
+    + "]}" * 40
+    + "]",
     '[1, {"type": "builtins.dict", "context": "[1e400, -0.0, 12345678901234567890123]", '
     '"children_spec": [' + ", ".join([LEAF] * 3) + "]}]",
     '[1, {"type": "builtins.dict", "context": "[\\"\\\\ud800\\", \\"\\\\u00e9\\"]", '
     '"children_spec": [' + ", ".join([LEAF] * 2) + "]}]",
     '[1, {"type": "builtins.dict", "context": "[NaN, Infinity]", "children_spec": ['
-    + ", ".join([LEAF] * 2) + "]}]",
+    + ", ".join([LEAF] * 2)
+    + "]}]",
     '[1, {"type": "collections.deque", "context": "-1", "children_spec": []}]',
     '[1, {"type": "builtins.tuple", "children_spec": []}]',
-    '[2, ' + LEAF + "]",
+    "[2, " + LEAF + "]",
     "[1, {}]",
     "",
 ]
