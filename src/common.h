@@ -126,6 +126,25 @@ struct Guarded<Fn> {
   }
 };
 
+// A guarded function (`&Guarded<fn>::Call`) as a method table or a type slot
+// takes it: converts to its exact function pointer type (slots, getters,
+// METH_O/METH_NOARGS methods) and, for METH_FASTCALL functions, to the
+// PyCFunction that PyMethodDef stores every method as.
+template <auto Call>
+struct GuardedEntry {
+  using Exact = decltype(Call);
+  operator Exact() const { return Call; }
+  template <class T, class = std::enable_if_t<std::is_same_v<T, PyCFunction> &&
+                                              !std::is_same_v<T, Exact>>>
+  operator T() const {
+    return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Call));
+  }
+};
+
+// The one way an entry point is handed to CPython: every method, getter and
+// slot is CPYTREE_GUARDED(fn), so no C++ exception reaches CPython's frames.
+#define CPYTREE_GUARDED(fn) (::cpytree::GuardedEntry<&::cpytree::Guarded<fn>::Call>{})
+
 // Bounds the recursion of one traversal. The limit is Python's recursion limit
 // capped by kMaxDepth so that a raised sys.setrecursionlimit cannot overflow
 // the C stack, and by the C stack this thread has left (below): traversals

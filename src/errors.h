@@ -30,7 +30,7 @@ CPYTREE_NOINLINE void RaiseAtPath(PyObject* exc, PyObject* message,
 // unwinds, so a successful traversal records nothing:
 //   deepest level:  return err.Set(PyUnicode_FromFormat(...));
 //   each ancestor:  if (!Visit(child)) { err.AddParent(kind, k, key); return false; }
-//   entry point:    if (err.active()) err.Raise();
+//   entry point:    err.Raise();  // raises the pending mismatch, if any
 class PathError {
  public:
   PathError() = default;
@@ -40,28 +40,23 @@ class PathError {
     if (MayReleaseInDestructor()) Py_XDECREF(message_);
   }
 
-  // Records the mismatch (consumes `message`; null if formatting raised).
-  // Always returns false, for `return err.Set(...)`.
+  // Records the mismatch (consumes `message`; null if formatting raised, and
+  // then that exception is the one the caller sees). Always returns false,
+  // for `return err.Set(...)`.
   bool Set(PyObject* message) {
-    if (message == nullptr) {
-      failed_format_ = true;
-    } else {
-      message_ = message;
-    }
+    if (message != nullptr) message_ = message;
     return false;
   }
-  // True if a mismatch is pending (its key path still being collected).
-  bool active() const { return message_ != nullptr; }
   // Adds the step from a parent to the failing child (while unwinding).
   void AddParent(NodeKind kind, Py_ssize_t index, PyObject* key) {
     if (message_ != nullptr) path_.push_back(PathEntry{kind, index, key});
   }
-  // Raises ValueError "<message> (at key path tree...)".
+  // Raises ValueError "<message> (at key path tree...)"; nothing if no
+  // mismatch is pending.
   CPYTREE_NOINLINE void Raise();
 
  private:
   PyObject* message_ = nullptr;
-  bool failed_format_ = false;
   std::vector<PathEntry> path_;  // innermost step first
 };
 
