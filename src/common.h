@@ -145,6 +145,12 @@ struct GuardedEntry {
 // slot is CPYTREE_GUARDED(fn), so no C++ exception reaches CPython's frames.
 #define CPYTREE_GUARDED(fn) (::cpytree::GuardedEntry<&::cpytree::Guarded<fn>::Call>{})
 
+// Declares a METH_FASTCALL | METH_KEYWORDS entry point (a function bound
+// directly as a public function of the package: no Python frame between the
+// caller and the traversal).
+#define CPYTREE_FASTCALL(name) \
+  PyObject* name(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames)
+
 // Bounds the recursion of one traversal. The limit is Python's recursion limit
 // capped by kMaxDepth so that a raised sys.setrecursionlimit cannot overflow
 // the C stack, and by the C stack this thread has left (below): traversals

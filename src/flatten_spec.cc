@@ -13,14 +13,17 @@
 //    namedtuple spec nodes index into the tree (d[k], d[i]) without type
 //    checks; other spec nodes use an fx flatten-spec function from `registry`
 //    when it has one, else the subtree is flattened and its spec compared.
+#include "flatten_spec.h"
+
 #include <vector>
 
-#include "api.h"
+#include "args.h"
 #include "children.h"
 #include "errors.h"
 #include "flatten.h"
 #include "intern.h"
 #include "registry.h"
+#include "spec_model.h"
 #include "torch_interop.h"
 #include "treespec.h"
 

@@ -17,7 +17,9 @@
 #include <memory>
 #include <vector>
 
-#include "api.h"
+#include "iter.h"
+
+#include "args.h"
 #include "children.h"
 #include "flatten.h"
 #include "registry.h"

@@ -6,13 +6,16 @@
 // torch's map_only(type_or_types_or_pred) checked in C at each leaf, `func`
 // called only on the leaves it selects (torch wraps `func` in a Python
 // closure called once per leaf instead).
+#include "map.h"
+
 #include <vector>
 
-#include "api.h"
 #include "children.h"
 #include "flatten.h"
+#include "flatten_spec.h"
 #include "registry.h"
 #include "treespec.h"
+#include "unflatten.h"
 
 namespace cpytree {
 namespace {
@@ -435,6 +438,8 @@ PyObject* PyTreeMap(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   return out;
 }
 
+namespace {
+
 // tree_map_with_path when a custom node's flatten_fn and flatten_with_keys_fn
 // disagree on the number of leaves: torch's treespec.unflatten error (its
 // text names the spec). Always null.
@@ -447,6 +452,8 @@ CPYTREE_NOINLINE PyObject* UnflattenMismatch(SpecBuilder* b, std::vector<PyObjec
   CPYTREE_CHECK(out == nullptr, nullptr);
   return nullptr;
 }
+
+}  // namespace
 
 PyObject* PyTreeMapWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs,
                             PyObject* kwnames) {

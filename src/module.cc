@@ -1,12 +1,18 @@
 // Module init of cpytree._C and its method table.
-#include "api.h"
 #include "children.h"
-#include "torch_interop.h"
-#include "treespec.h"
+#include "deserialize.h"
+#include "flatten.h"
+#include "flatten_spec.h"
 #include "intern.h"
+#include "iter.h"
+#include "map.h"
+#include "paths.h"
 #include "registry.h"
 #include "serialize.h"
+#include "spec_compare.h"
+#include "torch_interop.h"
 #include "treespec.h"
+#include "unflatten.h"
 
 namespace cpytree {
 namespace {

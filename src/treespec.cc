@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <string>
 
-#include "api.h"
+#include "args.h"
 #include "children.h"
-#include "errors.h"
+#include "flatten_spec.h"
 #include "intern.h"
 #include "registry.h"
+#include "spec_compare.h"
+#include "spec_model.h"
 #include "torch_interop.h"
+#include "unflatten.h"
 
 namespace cpytree {
 namespace {
@@ -433,6 +436,41 @@ TreeSpecObject* NewSpecFromRange(SpecView v, std::int64_t begin, std::int64_t en
   for (PyObject* o : *s->items) Py_INCREF(o);
   PyObject_GC_Track(reinterpret_cast<PyObject*>(s));
   return s;
+}
+
+// ScratchBuilder: one cached builder per thread, handed out when free.
+namespace {
+thread_local SpecBuilder* t_cached = nullptr;
+thread_local bool t_cached_in_use = false;
+}  // namespace
+
+ScratchBuilder::ScratchBuilder() {
+  if (!t_cached_in_use) {
+    if (t_cached == nullptr) t_cached = new SpecBuilder();
+    t_cached_in_use = true;
+    b_ = t_cached;
+    cached_ = true;
+  } else {
+    b_ = new SpecBuilder();
+    cached_ = false;
+  }
+}
+
+ScratchBuilder::~ScratchBuilder() {
+  if (!MayReleaseInDestructor()) return;  // a daemon thread torn down at exit (common.h)
+  if (b_->HoldsNothing()) {
+    b_->nodes.clear();
+    b_->indices.clear();
+  } else {
+    b_->Clear();
+  }
+  if (cached_) {
+    constexpr std::size_t kMaxKept = 1 << 20;
+    if (b_->Oversized(kMaxKept)) b_->Trim(kMaxKept);
+    t_cached_in_use = false;
+  } else {
+    delete b_;
+  }
 }
 
 }  // namespace cpytree

@@ -136,44 +136,6 @@ PyObject* LeafSpec();
 // Readies the TreeSpec type. Returns false with an exception set.
 bool InitTreeSpecType();
 
-// spec.unflatten(leaves) over a view; `leaves` is a list or tuple. New ref.
-PyObject* UnflattenView(SpecView v, PyObject* const* leaves, std::int64_t num_leaves);
-
-// spec.flatten_up_to(tree): appends owned subtrees to `out`. False on error.
-bool FlattenUpTo(SpecView v, PyObject* tree, std::vector<PyObject*>* out);
-
-// The `type` torch reports for node `i` (None for a leaf). New reference.
-PyObject* NodeType(SpecView v, std::int64_t i);
-// The `context` torch reports for node `i` (a fresh list for dict keys). New ref.
-PyObject* NodeContext(SpecView v, std::int64_t i);
-
-// The node kind a TreeSpec `type` denotes (kCustom for any registered type).
-NodeKind KindOfType(PyObject* type);
-// Appends the context items of a node of `kind` with `arity` children, from
-// torch's `context` object, checking it as TreeSpec(...) does. False with an
-// exception.
-bool AddRootItems(SpecBuilder* b, NodeKind kind, PyObject* type, PyObject* context,
-                  Py_ssize_t arity);
-
-// TreeSpec(type, context, children_specs) as torch defines it. New reference.
-PyObject* MakeSpec(PyObject* type, PyObject* context, PyObject* children);
-
-// spec.unflatten(leaves) with torch's argument handling and count check.
-PyObject* UnflattenChecked(PyObject* spec, PyObject* leaves);
-
-// repr(spec) as torch prints it (`indent`: torch's __repr__ argument).
-PyObject* SpecRepr(SpecView v, int indent = 0);
-
-// torch's structural equality of two views (pointer-unequal specs). -1 on error.
-int SpecsEqual(SpecView a, SpecView b);
-// A hash consistent with SpecsEqual (for the O(1) `!=`). -1 on error.
-Py_hash_t SpecEqHash(SpecView v);
-// hash(spec) exactly as torch computes it for the same structure in this
-// process (so specs of both implementations mix in dicts). -1 on error.
-Py_hash_t SpecTorchHash(SpecView v);
-// _set_constant_types(classes): contexts of these classes hash by `.value`.
-PyObject* PySetConstantTypes(PyObject*, PyObject* types);
-
 }  // namespace cpytree
 
 #endif  // CPYTREE_SRC_TREESPEC_H_

@@ -1,7 +1,9 @@
 // tree_unflatten / TreeSpec.unflatten: one left-to-right pass over the
 // post-order node array with a value stack; no recursion, so any depth works.
-#include "api.h"
+#include "unflatten.h"
+
 #include "absl/container/inlined_vector.h"
+#include "args.h"
 #include "children.h"
 #include "flatten.h"
 #include "registry.h"
