@@ -45,7 +45,7 @@ class SpecFlattener {
         out_(out),
         held_(scratch->pending),
         idx_(scratch->indices),
-        keys_(scratch->items),
+        keys_(scratch->keys),
         limit_(DepthLimit()) {}
   ~SpecFlattener() {
     if (!MayReleaseInDestructor()) return;  // a daemon thread torn down at exit (common.h)

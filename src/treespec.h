@@ -30,16 +30,21 @@ struct SpecView {
   std::int64_t root_index() const { return num_nodes - 1; }
 };
 
-// The scratch state of one traversal: nodes and items of the spec under
-// construction, the leaves found, and a stack of pending children (snapshots
-// of dict values, mapped results) shared by all recursion levels. Every
-// PyObject* in it is an owned reference.
+// The scratch state of one traversal: what it produces (the spec under
+// construction, the leaves, key paths) and its working stacks, each shared
+// by all recursion levels (a level pushes on top and truncates back to where
+// it started). Each array has one meaning in every traversal that uses it.
+// Every PyObject* in it is an owned reference.
 struct SpecBuilder {
-  std::vector<Node> nodes;
-  std::vector<PyObject*> items;
-  std::vector<PyObject*> leaves;
-  std::vector<PyObject*> pending;
-  std::vector<PyObject*> paths;  // (KeyPath, leaf) pairs of a flatten with paths
+  // Produced.
+  std::vector<Node> nodes;         // the spec's nodes, post-order
+  std::vector<PyObject*> items;    // the spec's context items, pre-order
+  std::vector<PyObject*> leaves;   // the leaves found, in order
+  std::vector<PyObject*> paths;    // (KeyPath, leaf) pairs of a flatten with paths
+  // Working stacks.
+  std::vector<PyObject*> pending;  // children snapshots of the nodes being visited
+  std::vector<PyObject*> keys;     // dict keys of the nodes being visited (map, spec walks)
+  std::vector<PyObject*> results;  // mapped children awaiting their parent's rebuild (map)
   std::vector<std::int64_t> indices;  // spec walks: child indices being visited
 
   SpecBuilder() = default;
@@ -52,16 +57,18 @@ struct SpecBuilder {
   // True when nothing is held: the state a finished flatten leaves behind
   // (leaves stolen into the result list, nodes and items taken by the spec).
   bool HoldsNothing() const {
-    return items.empty() && leaves.empty() && pending.empty() && paths.empty();
+    return items.empty() && leaves.empty() && pending.empty() && paths.empty() &&
+           keys.empty() && results.empty();
   }
   // Whether any array grew past `max_kept` entries (see Trim).
   bool Oversized(std::size_t max_kept) const {
     return nodes.capacity() > max_kept || items.capacity() > max_kept ||
            leaves.capacity() > max_kept || pending.capacity() > max_kept ||
-           paths.capacity() > max_kept || indices.capacity() > max_kept;
+           paths.capacity() > max_kept || keys.capacity() > max_kept ||
+           results.capacity() > max_kept || indices.capacity() > max_kept;
   }
   void Clear() {
-    for (auto* v : {&items, &leaves, &pending, &paths}) {
+    for (auto* v : {&items, &leaves, &pending, &paths, &keys, &results}) {
       for (PyObject* o : *v) Py_DECREF(o);
       v->clear();
     }
@@ -79,6 +86,8 @@ struct SpecBuilder {
     trim(leaves);
     trim(pending);
     trim(paths);
+    trim(keys);
+    trim(results);
     trim(indices);
   }
   // Appends an owned reference.
