@@ -1,8 +1,6 @@
 // Child extraction helpers (see children.h).
 #include "children.h"
 
-#include <cstring>
-
 namespace cpytree {
 
 namespace {
@@ -258,6 +256,26 @@ bool SnapshotDeque(PyObject* obj, std::vector<PyObject*>* values) {
     values->push_back(v);
   }
   return true;
+}
+
+PyObject* NewDictNode(NodeKind kind, PyObject* factory, PyObject* const* keys,
+                      PyObject* const* values, std::size_t n) {
+  Ref out;
+  if (kind == NodeKind::kDict) {
+    out = Ref(_PyDict_NewPresized(static_cast<Py_ssize_t>(n)));  // one allocation, no resizes
+  } else if (kind == NodeKind::kOrderedDict) {
+    out = Ref(PyObject_CallNoArgs(g_builtins.ordered_dict));
+  } else {
+    out = Ref(PyObject_CallOneArg(g_builtins.defaultdict, factory));
+  }
+  if (!out) return nullptr;
+  bool exact = kind != NodeKind::kOrderedDict;  // OrderedDict needs __setitem__
+  for (std::size_t k = 0; k < n; ++k) {
+    int rc = exact ? PyDict_SetItem(out.get(), keys[k], values[k])
+                   : PyObject_SetItem(out.get(), keys[k], values[k]);
+    if (rc < 0) return nullptr;
+  }
+  return out.release();
 }
 
 }  // namespace cpytree

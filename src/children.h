@@ -39,6 +39,13 @@ int SnapshotIfKeys(PyObject* obj, PyObject* const* expected, std::size_t n,
                    std::vector<PyObject*>* values);
 }  // namespace internal_odict
 
+// The dict-kind node `kind` (dict, OrderedDict, or defaultdict(factory))
+// mapping keys[k] to values[k] for k < n, inserted in order; keys and values
+// borrowed; `factory` is used for defaultdict only. The one constructor of
+// dict kinds for unflatten and map. New reference, or null with an exception.
+PyObject* NewDictNode(NodeKind kind, PyObject* factory, PyObject* const* keys,
+                      PyObject* const* values, std::size_t n);
+
 // defaultdict's default_factory / deque's maxlen (new references).
 PyObject* DefaultFactoryOf(PyObject* obj);
 PyObject* MaxLenOf(PyObject* obj);

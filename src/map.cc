@@ -163,24 +163,16 @@ class Mapper {
       ReleaseFrom(&b_->keys, kbase);
       return nullptr;
     }
-    Ref out;
     std::size_t n = b_->results.size() - rbase;
-    if (kind == NodeKind::kDict) {
-      out = Ref(_PyDict_NewPresized(static_cast<Py_ssize_t>(n)));  // no resizes
-    } else if (kind == NodeKind::kOrderedDict) {
-      out = Ref(PyObject_CallNoArgs(g_builtins.ordered_dict));
-    } else {
-      Ref factory(DefaultFactoryOf(dict));
-      if (factory) out = Ref(PyObject_CallOneArg(g_builtins.defaultdict, factory.get()));
-    }
-    for (std::size_t k = 0; out && k < n; ++k) {
-      if (PyObject_SetItem(out.get(), b_->keys[kbase + k], b_->results[rbase + k]) < 0) {
-        out = Ref();
-      }
-    }
+    Ref factory;
+    if (kind == NodeKind::kDefaultDict) factory = Ref(DefaultFactoryOf(dict));
+    PyObject* out = kind == NodeKind::kDefaultDict && !factory
+                        ? nullptr
+                        : NewDictNode(kind, factory.get(), b_->keys.data() + kbase,
+                                      b_->results.data() + rbase, n);
     ReleaseFrom(&b_->results, rbase);
     ReleaseFrom(&b_->keys, kbase);
-    return out.release();
+    return out;
   }
 
   PyObject* MapNamedTuple(PyObject* tuple, int depth) {
