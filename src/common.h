@@ -1,5 +1,10 @@
 // Shared helpers of the CPython extension: owned references, invariant checks,
-// branch hints and the per-call depth guard.
+// branch hints, the guard every entry point is wrapped in, and the per-call
+// depth guard (out-of-line parts: common.cc).
+//
+//   Ref list(PyList_New(0));                 // released on every return path
+//   CPYTREE_CHECK(list.get() != nullptr || PyErr_Occurred(), nullptr);
+//   {"f", CPYTREE_GUARDED(PyF), METH_O, doc}  // in a method table
 #ifndef CPYTREE_SRC_COMMON_H_
 #define CPYTREE_SRC_COMMON_H_
 
