@@ -5,12 +5,11 @@
 
 namespace cpytree {
 
-bool ParseArgsSlow(const char* fname, PyObject* const* args, Py_ssize_t nargs,
-                   PyObject* kwnames, const char* const* names, int total, int required,
-                   PyObject** out) {
+bool ParseArgsSlow(const char* fname, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                   const char* const* names, int total, int required, PyObject** out) {
   if (nargs > total) {
-    PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional arguments (%zd given)",
-                 fname, total, nargs);
+    PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional arguments (%zd given)", fname,
+                 total, nargs);
     return false;
   }
   for (Py_ssize_t i = 0; i < nargs; ++i) out[i] = args[i];

@@ -15,12 +15,10 @@ namespace cpytree {
 // Parses (positional-or-keyword) arguments of a METH_FASTCALL|METH_KEYWORDS
 // function: `names` has `total` names, the first `required` are required;
 // missing optional ones are left as they were in `out`. Borrowed results.
-bool ParseArgsSlow(const char* fname, PyObject* const* args, Py_ssize_t nargs,
-                   PyObject* kwnames, const char* const* names, int total, int required,
-                   PyObject** out);
-inline bool ParseArgs(const char* fname, PyObject* const* args, Py_ssize_t nargs,
-                      PyObject* kwnames, const char* const* names, int total, int required,
-                      PyObject** out) {
+bool ParseArgsSlow(const char* fname, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                   const char* const* names, int total, int required, PyObject** out);
+inline bool ParseArgs(const char* fname, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                      const char* const* names, int total, int required, PyObject** out) {
   // The common call: positional arguments only, all required ones present.
   if (kwnames == nullptr && nargs >= required && nargs <= total) {
     for (Py_ssize_t i = 0; i < nargs; ++i) out[i] = args[i];

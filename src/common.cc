@@ -46,8 +46,8 @@ std::uintptr_t StackLow() {
 }
 
 void RaiseInternalError(const char* file, int line, const char* what) {
-  PyErr_Format(PyExc_SystemError, "cpytree internal error at %s:%d: check failed: %s", file,
-               line, what);
+  PyErr_Format(PyExc_SystemError, "cpytree internal error at %s:%d: check failed: %s", file, line,
+               what);
 }
 
 void RaiseDepthError(const char* op, int limit) {

@@ -10,7 +10,7 @@ namespace cpytree {
 
 CPYTREE_FASTCALL(PyTreeMap);             // tree_map(func, tree, *rests, is_leaf=None)
 CPYTREE_FASTCALL(PyTreeMapInplace);      // tree_map_(func, tree, *rests, is_leaf=None)
-CPYTREE_FASTCALL(PyTreeMapOnly);         // tree_map_only(type_or_types_or_pred, /, func, tree, is_leaf=None)
+CPYTREE_FASTCALL(PyTreeMapOnly);         // tree_map_only(type_or_types_or_pred, /, func, tree, ...)
 CPYTREE_FASTCALL(PyTreeMapOnlyInplace);  // tree_map_only_(type_or_types_or_pred, /, func, ...)
 CPYTREE_FASTCALL(PyTreeMapWithPath);     // tree_map_with_path(func, tree, *rests, is_leaf=None)
 
