@@ -1,7 +1,5 @@
-// Child extraction helpers and argument parsing (see children.h).
+// Child extraction helpers (see children.h).
 #include "children.h"
-
-#include <cstring>
 
 namespace cpytree {
 
@@ -260,40 +258,24 @@ bool SnapshotDeque(PyObject* obj, std::vector<PyObject*>* values) {
   return true;
 }
 
-bool ParseArgsSlow(const char* fname, PyObject* const* args, Py_ssize_t nargs,
-                   PyObject* kwnames, const char* const* names, int total, int required,
-                   PyObject** out) {
-  if (nargs > total) {
-    PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional arguments (%zd given)",
-                 fname, total, nargs);
-    return false;
+PyObject* NewDictNode(NodeKind kind, PyObject* factory, PyObject* const* keys,
+                      PyObject* const* values, std::size_t n) {
+  Ref out;
+  if (kind == NodeKind::kDict) {
+    out = Ref(_PyDict_NewPresized(static_cast<Py_ssize_t>(n)));  // one allocation, no resizes
+  } else if (kind == NodeKind::kOrderedDict) {
+    out = Ref(PyObject_CallNoArgs(g_builtins.ordered_dict));
+  } else {
+    out = Ref(PyObject_CallOneArg(g_builtins.defaultdict, factory));
   }
-  for (Py_ssize_t i = 0; i < nargs; ++i) out[i] = args[i];
-  Py_ssize_t nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
-  for (Py_ssize_t j = 0; j < nkw; ++j) {
-    const char* kw = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, j));
-    if (kw == nullptr) return false;
-    int slot = -1;
-    for (int i = 0; i < total; ++i) {
-      if (std::strcmp(kw, names[i]) == 0) slot = i;
-    }
-    if (slot < 0) {
-      PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%s'", fname, kw);
-      return false;
-    }
-    if (slot < nargs) {
-      PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname, kw);
-      return false;
-    }
-    out[slot] = args[nargs + j];
+  if (!out) return nullptr;
+  bool exact = kind != NodeKind::kOrderedDict;  // OrderedDict needs __setitem__
+  for (std::size_t k = 0; k < n; ++k) {
+    int rc = exact ? PyDict_SetItem(out.get(), keys[k], values[k])
+                   : PyObject_SetItem(out.get(), keys[k], values[k]);
+    if (rc < 0) return nullptr;
   }
-  for (int i = 0; i < required; ++i) {
-    if (out[i] == nullptr) {
-      PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fname, names[i]);
-      return false;
-    }
-  }
-  return true;
+  return out.release();
 }
 
 }  // namespace cpytree

@@ -39,6 +39,13 @@ int SnapshotIfKeys(PyObject* obj, PyObject* const* expected, std::size_t n,
                    std::vector<PyObject*>* values);
 }  // namespace internal_odict
 
+// The dict-kind node `kind` (dict, OrderedDict, or defaultdict(factory))
+// mapping keys[k] to values[k] for k < n, inserted in order; keys and values
+// borrowed; `factory` is used for defaultdict only. The one constructor of
+// dict kinds for unflatten and map. New reference, or null with an exception.
+PyObject* NewDictNode(NodeKind kind, PyObject* factory, PyObject* const* keys,
+                      PyObject* const* values, std::size_t n);
+
 // defaultdict's default_factory / deque's maxlen (new references).
 PyObject* DefaultFactoryOf(PyObject* obj);
 PyObject* MaxLenOf(PyObject* obj);
@@ -61,23 +68,6 @@ inline PyObject* FrozenSequence(PyObject* seq) {
 inline void ReleaseFrom(std::vector<PyObject*>* out, std::size_t from) {
   for (std::size_t i = from; i < out->size(); ++i) Py_DECREF((*out)[i]);
   out->resize(from);
-}
-
-// Parses (positional-or-keyword) arguments of a METH_FASTCALL|METH_KEYWORDS
-// function: `names` has `total` names, the first `required` are required;
-// missing optional ones are left as they were in `out`. Borrowed results.
-bool ParseArgsSlow(const char* fname, PyObject* const* args, Py_ssize_t nargs,
-                   PyObject* kwnames, const char* const* names, int total, int required,
-                   PyObject** out);
-inline bool ParseArgs(const char* fname, PyObject* const* args, Py_ssize_t nargs,
-                      PyObject* kwnames, const char* const* names, int total, int required,
-                      PyObject** out) {
-  // The common call: positional arguments only, all required ones present.
-  if (kwnames == nullptr && nargs >= required && nargs <= total) {
-    for (Py_ssize_t i = 0; i < nargs; ++i) out[i] = args[i];
-    return true;
-  }
-  return ParseArgsSlow(fname, args, nargs, kwnames, names, total, required, out);
 }
 
 }  // namespace cpytree

@@ -1,5 +1,10 @@
 // Shared helpers of the CPython extension: owned references, invariant checks,
-// branch hints and the per-call depth guard.
+// branch hints, the guard every entry point is wrapped in, and the per-call
+// depth guard (out-of-line parts: common.cc).
+//
+//   Ref list(PyList_New(0));                 // released on every return path
+//   CPYTREE_CHECK(list.get() != nullptr || PyErr_Occurred(), nullptr);
+//   {"f", CPYTREE_GUARDED(PyF), METH_O, doc}  // in a method table
 #ifndef CPYTREE_SRC_COMMON_H_
 #define CPYTREE_SRC_COMMON_H_
 
@@ -125,6 +130,31 @@ struct Guarded<Fn> {
     }
   }
 };
+
+// A guarded function (`&Guarded<fn>::Call`) as a method table or a type slot
+// takes it: converts to its exact function pointer type (slots, getters,
+// METH_O/METH_NOARGS methods) and, for METH_FASTCALL functions, to the
+// PyCFunction that PyMethodDef stores every method as.
+template <auto Call>
+struct GuardedEntry {
+  using Exact = decltype(Call);
+  operator Exact() const { return Call; }
+  template <class T, class = std::enable_if_t<std::is_same_v<T, PyCFunction> &&
+                                              !std::is_same_v<T, Exact>>>
+  operator T() const {
+    return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Call));
+  }
+};
+
+// The one way an entry point is handed to CPython: every method, getter and
+// slot is CPYTREE_GUARDED(fn), so no C++ exception reaches CPython's frames.
+#define CPYTREE_GUARDED(fn) (::cpytree::GuardedEntry<&::cpytree::Guarded<fn>::Call>{})
+
+// Declares a METH_FASTCALL | METH_KEYWORDS entry point (a function bound
+// directly as a public function of the package: no Python frame between the
+// caller and the traversal).
+#define CPYTREE_FASTCALL(name) \
+  PyObject* name(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames)
 
 // Bounds the recursion of one traversal. The limit is Python's recursion limit
 // capped by kMaxDepth so that a raised sys.setrecursionlimit cannot overflow

@@ -10,6 +10,8 @@
 // exact error. Exceptions raised by hooks (from_dumpable_context, the enum
 // object hook) propagate at once: the reference would raise them too, at
 // the same node.
+#include "deserialize.h"
+
 #include <simdjson.h>
 
 #include "absl/container/inlined_vector.h"
@@ -22,6 +24,7 @@
 #include "intern.h"
 #include "registry.h"
 #include "serialize.h"
+#include "spec_model.h"
 #include "treespec.h"
 
 namespace cpytree {

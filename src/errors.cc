@@ -1,62 +1,10 @@
-// Cold error paths: key path formatting and the raise helpers of common.h.
+// Cold error paths: key path formatting and the mismatch messages of the
+// spec walks (see errors.h).
 #include "errors.h"
-
-#include <pthread.h>
-
-#include <new>
-#include <stdexcept>
 
 #include "registry.h"
 
 namespace cpytree {
-
-std::atomic<bool> g_exiting{false};
-std::atomic<unsigned long> g_exiting_thread{0};
-
-void SetPythonErrorFromCxx() {
-  try {
-    throw;
-  } catch (const std::bad_alloc&) {
-    PyErr_NoMemory();
-  } catch (const std::length_error&) {
-    PyErr_NoMemory();
-  } catch (const std::exception& e) {
-    PyErr_Format(PyExc_SystemError, "cpytree internal error: C++ exception: %s", e.what());
-  } catch (...) {
-    PyErr_SetString(PyExc_SystemError, "cpytree internal error: unknown C++ exception");
-  }
-}
-
-std::uintptr_t StackLow() {
-  // Computed once per thread: pthread_getattr_np reads /proc for the main
-  // thread. 1 means "not computed yet".
-  thread_local std::uintptr_t low = 1;
-  if (low == 1) {
-    low = 0;
-    pthread_attr_t attr;
-    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-      void* addr = nullptr;
-      std::size_t size = 0;
-      if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-        low = reinterpret_cast<std::uintptr_t>(addr);
-      }
-      pthread_attr_destroy(&attr);
-    }
-  }
-  return low;
-}
-
-void RaiseInternalError(const char* file, int line, const char* what) {
-  PyErr_Format(PyExc_SystemError, "cpytree internal error at %s:%d: check failed: %s", file,
-               line, what);
-}
-
-void RaiseDepthError(const char* op, int limit) {
-  PyErr_Format(PyExc_RecursionError,
-               "maximum recursion depth exceeded in %s: the tree is nested deeper than %d "
-               "levels or contains a reference cycle",
-               op, limit);
-}
 
 PyObject* FormatKeyPath(const std::vector<PathEntry>& path) {
   Ref parts(PyList_New(0));
@@ -101,6 +49,88 @@ void PathError::Raise() {
   PyObject* message = message_;
   message_ = nullptr;
   RaiseAtPath(PyExc_ValueError, message, path);
+}
+
+PyObject* NotALeafMessage(PyObject* got_type) {
+  return PyUnicode_FromFormat("Node type mismatch; expected a leaf, but got %R.", got_type);
+}
+
+PyObject* TypeMismatchMessage(PyObject* expected, PyObject* got) {
+  return PyUnicode_FromFormat("Node type mismatch; expected %R, but got %R.", expected, got);
+}
+
+PyObject* ArityMismatchMessage(std::uint32_t expected, Py_ssize_t got) {
+  return PyUnicode_FromFormat("Node arity mismatch; expected %u, but got %zd.", expected, got);
+}
+
+PyObject* ContextMismatchMessage(const char* what, PyObject* expected, PyObject* got) {
+  return PyUnicode_FromFormat("Node %s mismatch; expected %R, but got %R.", what, expected, got);
+}
+
+PyObject* KeysMismatchMessage(PyObject* const* expected, std::uint32_t n, PyObject* const* got,
+                              std::size_t num_got) {
+  Ref e(PyList_New(n)), g(PyList_New(static_cast<Py_ssize_t>(num_got)));
+  if (!e || !g) return nullptr;
+  for (std::uint32_t k = 0; k < n; ++k) {
+    Py_INCREF(expected[k]);
+    PyList_SET_ITEM(e.get(), k, expected[k]);
+  }
+  for (std::size_t k = 0; k < num_got; ++k) {
+    Py_INCREF(got[k]);
+    PyList_SET_ITEM(g.get(), k, got[k]);
+  }
+  return PyUnicode_FromFormat("Node keys mismatch; expected %R, but got %R.", e.get(), g.get());
+}
+
+PyObject* DictKeysMismatchMessage(PyObject* const* expected, std::uint32_t n, PyObject* dict) {
+  std::vector<PyObject*> got;
+  Py_ssize_t pos = 0;
+  PyObject *key, *value;
+  while (PyDict_Next(dict, &pos, &key, &value)) {
+    Py_INCREF(key);
+    got.push_back(key);
+  }
+  PyObject* message = KeysMismatchMessage(expected, n, got.data(), got.size());
+  for (PyObject* k : got) Py_DECREF(k);
+  return message;
+}
+
+PyObject* KeySetMismatchMessage(PyObject* expected, PyObject* got) {
+  Ref missing(PyNumber_Subtract(expected, got));
+  Ref extra(PyNumber_Subtract(got, expected));
+  if (!missing || !extra) return nullptr;
+  Ref message(PyUnicode_FromString("Node keys mismatch"));
+  if (!message) return nullptr;
+  if (PySet_GET_SIZE(missing.get()) > 0) {
+    message = Ref(PyUnicode_FromFormat("%U; missing key(s): %S", message.get(), missing.get()));
+    if (!message) return nullptr;
+  }
+  if (PySet_GET_SIZE(extra.get()) > 0) {
+    message = Ref(PyUnicode_FromFormat("%U; extra key(s): %S", message.get(), extra.get()));
+    if (!message) return nullptr;
+  }
+  return PyUnicode_FromFormat("%U.", message.get());
+}
+
+PyObject* CustomTypeMismatchMessage(PyObject* expected, PyObject* got) {
+  return PyUnicode_FromFormat("Type mismatch; expected %R, but got %R.", expected, got);
+}
+
+PyObject* CustomContextMismatchMessage(PyObject* type) {
+  return PyUnicode_FromFormat("Node context mismatch for custom node type %R.", type);
+}
+
+PyObject* NamedTupleContextMismatchMessage(PyObject* type, PyObject* expected, PyObject* got) {
+  return PyUnicode_FromFormat("Node context mismatch for node type %R; expected %R, but got %R.",
+                              type, expected, got);
+}
+
+void RaiseRealSpecMismatch(PyObject* real, PyObject* node, PyObject* spec) {
+  PyErr_Format(PyExc_RuntimeError,
+               "Real spec %S of object %S is different from expected spec %S. Please file "
+               "an issue at https://github.com/pytorch/pytorch/issues/new?template=bug-"
+               "report.yml",
+               real, node, spec);
 }
 
 }  // namespace cpytree

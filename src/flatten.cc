@@ -3,7 +3,7 @@
 // there an is_leaf callback", so the common call runs with no mode tests.
 #include "flatten.h"
 
-#include "api.h"
+#include "args.h"
 #include "children.h"
 #include "intern.h"
 #include "paths.h"
@@ -422,41 +422,6 @@ PyObject* PyTreeIsLeaf(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
   NodeKind kind = KindOf(a[0], &reg, &error);
   if (error) return nullptr;
   return PyBool_FromLong(kind == NodeKind::kLeaf);
-}
-
-// ScratchBuilder: one cached builder per thread, handed out when free.
-namespace {
-thread_local SpecBuilder* t_cached = nullptr;
-thread_local bool t_cached_in_use = false;
-}  // namespace
-
-ScratchBuilder::ScratchBuilder() {
-  if (!t_cached_in_use) {
-    if (t_cached == nullptr) t_cached = new SpecBuilder();
-    t_cached_in_use = true;
-    b_ = t_cached;
-    cached_ = true;
-  } else {
-    b_ = new SpecBuilder();
-    cached_ = false;
-  }
-}
-
-ScratchBuilder::~ScratchBuilder() {
-  if (!MayReleaseInDestructor()) return;  // a daemon thread torn down at exit (common.h)
-  if (b_->HoldsNothing()) {
-    b_->nodes.clear();
-    b_->indices.clear();
-  } else {
-    b_->Clear();
-  }
-  if (cached_) {
-    constexpr std::size_t kMaxKept = 1 << 20;
-    if (b_->Oversized(kMaxKept)) b_->Trim(kMaxKept);
-    t_cached_in_use = false;
-  } else {
-    delete b_;
-  }
 }
 
 }  // namespace cpytree

@@ -1,5 +1,10 @@
 // The flatten traversal: leaves (and optionally the spec nodes) of a tree,
-// with the modes chosen once at the entry point as template parameters.
+// with the modes chosen once at the entry point as template parameters, and
+// the entry points built on it.
+//
+//   ScratchBuilder b;
+//   if (!FlattenInto(tree, is_leaf, /*with_spec=*/true, b.get())) return nullptr;
+//   PyObject* spec = FinishSpec(b.get());
 #ifndef CPYTREE_SRC_FLATTEN_H_
 #define CPYTREE_SRC_FLATTEN_H_
 
@@ -23,6 +28,12 @@ PyObject* FinishSpec(SpecBuilder* b);
 
 // Moves the owned references of `v` into a new list (v is left empty).
 PyObject* StealIntoList(std::vector<PyObject*>* v);
+
+CPYTREE_FASTCALL(PyTreeFlatten);    // tree_flatten(tree, is_leaf=None)
+CPYTREE_FASTCALL(PyTreeLeaves);     // tree_leaves(tree, is_leaf=None)
+CPYTREE_FASTCALL(PyArgTreeLeaves);  // arg_tree_leaves(*args, **kwargs)
+CPYTREE_FASTCALL(PyTreeStructure);  // tree_structure(tree, is_leaf=None)
+CPYTREE_FASTCALL(PyTreeIsLeaf);     // tree_is_leaf(tree, is_leaf=None)
 
 }  // namespace cpytree
 

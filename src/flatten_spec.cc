@@ -13,14 +13,17 @@
 //    namedtuple spec nodes index into the tree (d[k], d[i]) without type
 //    checks; other spec nodes use an fx flatten-spec function from `registry`
 //    when it has one, else the subtree is flattened and its spec compared.
+#include "flatten_spec.h"
+
 #include <vector>
 
-#include "api.h"
+#include "args.h"
 #include "children.h"
 #include "errors.h"
 #include "flatten.h"
 #include "intern.h"
 #include "registry.h"
+#include "spec_model.h"
 #include "torch_interop.h"
 #include "treespec.h"
 
@@ -28,6 +31,13 @@ namespace cpytree {
 namespace {
 
 enum class Walk { kStrict, kUpTo, kFx };
+
+// What getting the children of a non-leaf node against its spec node did.
+enum class Children {
+  kFailed,   // an exception is set, or a mismatch is recorded in the PathError
+  kHeld,     // the children are held on the walk's stack, to be visited
+  kHandled,  // the subtree was handled whole (fx: its leaves already appended)
+};
 
 template <Walk kMode>
 class SpecFlattener {
@@ -42,7 +52,7 @@ class SpecFlattener {
         out_(out),
         held_(scratch->pending),
         idx_(scratch->indices),
-        keys_(scratch->items),
+        keys_(scratch->keys),
         limit_(DepthLimit()) {}
   ~SpecFlattener() {
     if (!MayReleaseInDestructor()) return;  // a daemon thread torn down at exit (common.h)
@@ -98,10 +108,11 @@ class SpecFlattener {
       }
     }
     std::size_t base = held_.size();
-    int r = kMode == Walk::kStrict ? StrictChildren(i, node)
-            : kMode == Walk::kUpTo ? (UpToChildren(i, node) ? 1 : -1)
-                                   : FxChildren(i, node, depth);
-    if (r <= 0) return r == 0;  // 0: the subtree was handled whole
+    Children got = kMode == Walk::kStrict ? StrictChildren(i, node)
+                   : kMode == Walk::kUpTo ? (UpToChildren(i, node) ? Children::kHeld
+                                                                   : Children::kFailed)
+                                          : FxChildren(i, node, depth);
+    if (got != Children::kHeld) return got == Children::kHandled;
     return VisitHeld(i, base, depth);
   }
 
@@ -169,7 +180,7 @@ class SpecFlattener {
     std::int64_t first = i - static_cast<std::int64_t>(s.arity);
     out_->reserve(out_->size() + s.arity);
     for (std::uint32_t k = 0; k < s.arity; ++k) {
-      if (kList && k >= PyList_GET_SIZE(seq)) return Arity(s, PyList_GET_SIZE(seq)) > 0;
+      if (kList && k >= PyList_GET_SIZE(seq)) return Arity(s, PyList_GET_SIZE(seq));
       PyObject* child = kList ? PyList_GET_ITEM(seq, k) : PyTuple_GET_ITEM(seq, k);
       if (!kStrict || IsPlainLeafType(child)) {
         Py_INCREF(child);
@@ -184,7 +195,7 @@ class SpecFlattener {
 
   bool VisitTuple(std::int64_t i, PyObject* tuple, int depth) {
     const Node& s = v_.nodes[i];
-    if (PyTuple_GET_SIZE(tuple) != s.arity) return Arity(s, PyTuple_GET_SIZE(tuple)) > 0;
+    if (PyTuple_GET_SIZE(tuple) != s.arity) return Arity(s, PyTuple_GET_SIZE(tuple));
     if (AllChildrenLeaves(s)) return VisitLeafItems<false>(i, tuple, depth);
     std::size_t ibase = PushChildren(i);
     for (std::uint32_t k = 0; k < s.arity; ++k) {
@@ -197,12 +208,12 @@ class SpecFlattener {
 
   bool VisitList(std::int64_t i, PyObject* list, int depth) {
     const Node& s = v_.nodes[i];
-    if (PyList_GET_SIZE(list) != s.arity) return Arity(s, PyList_GET_SIZE(list)) > 0;
+    if (PyList_GET_SIZE(list) != s.arity) return Arity(s, PyList_GET_SIZE(list));
     if (AllChildrenLeaves(s)) return VisitLeafItems<true>(i, list, depth);
     std::size_t ibase = PushChildren(i);
     for (std::uint32_t k = 0; k < s.arity; ++k) {
       // User code below (custom flatten) may shrink the list: re-check.
-      if (k >= PyList_GET_SIZE(list)) return Arity(s, PyList_GET_SIZE(list)) > 0;
+      if (k >= PyList_GET_SIZE(list)) return Arity(s, PyList_GET_SIZE(list));
       Ref child = Ref::Borrow(PyList_GET_ITEM(list, k));
       if (!VisitChild(i, k, ChildAt(ibase, s.arity, k), child.get(), depth)) return false;
     }
@@ -232,7 +243,8 @@ class SpecFlattener {
   bool VisitDict(std::int64_t i, PyObject* dict, int depth) {
     const Node& s = v_.nodes[i];
     if (PyDict_GET_SIZE(dict) != s.arity) {
-      return (kStrict ? DictKeysMismatch(s, v_.items + s.ctx, dict) : Arity(s, PyDict_GET_SIZE(dict))) > 0;
+      return kStrict ? Fail(DictKeysMismatchMessage(v_.items + s.ctx, s.arity, dict))
+                     : Arity(s, PyDict_GET_SIZE(dict));
     }
     PyObject* const* expected = v_.items + s.ctx;
     std::size_t ibase = PushChildren(i);
@@ -241,31 +253,19 @@ class SpecFlattener {
     for (std::uint32_t k = 0; k < s.arity; ++k) {
       // User code below may have changed the dict: then it is a mismatch.
       if (!PyDict_Next(dict, &pos, &key, &value) || PyDict_GET_SIZE(dict) != s.arity) {
-        return Arity(s, PyDict_GET_SIZE(dict)) > 0;
+        return Arity(s, PyDict_GET_SIZE(dict));
       }
       if (kStrict && key != expected[k]) {
         Ref held_key = Ref::Borrow(key);
         int eq = PyObject_RichCompareBool(key, expected[k], Py_EQ);
-        if (eq <= 0) return eq == 0 && DictKeysMismatch(s, expected, dict) > 0;
+        if (eq < 0) return false;
+        if (eq == 0) return Fail(DictKeysMismatchMessage(expected, s.arity, dict));
       }
       Ref child = Ref::Borrow(value);
       if (!VisitChild(i, k, ChildAt(ibase, s.arity, k), child.get(), depth)) return false;
     }
     idx_.resize(ibase);
     return true;
-  }
-
-  CPYTREE_NOINLINE int DictKeysMismatch(const Node& s, PyObject* const* expected, PyObject* dict) {
-    std::vector<PyObject*> got;
-    Py_ssize_t pos = 0;
-    PyObject *key, *value;
-    while (PyDict_Next(dict, &pos, &key, &value)) {
-      Py_INCREF(key);
-      got.push_back(key);
-    }
-    int r = KeysMismatch(expected, s.arity, got);
-    ReleaseFrom(&got, 0);
-    return r;
   }
 
   // Leaves recognised without the registry: None, plain scalars and the type
@@ -281,7 +281,13 @@ class SpecFlattener {
     return KindOf(node, &reg, &error) == NodeKind::kLeaf && !error;
   }
 
+  // Records a mismatch whose message (errors.h) is `message`; null if building
+  // it raised (that exception then propagates). Always false / kFailed.
   CPYTREE_NOINLINE bool Fail(PyObject* message) { return err_.Set(message); }
+  Children Mismatch(PyObject* message) {
+    Fail(message);
+    return Children::kFailed;
+  }
 
   // The key-path step to child k of spec node s (a spec item, borrowed).
   static PyObject* KeyOf(const Node& s, PyObject* const* items, std::size_t k) {
@@ -292,8 +298,7 @@ class SpecFlattener {
 
   CPYTREE_NOINLINE bool NotALeaf(PyObject* node) {
     if (PyErr_Occurred()) return false;
-    return Fail(PyUnicode_FromFormat("Node type mismatch; expected a leaf, but got %R.",
-                                     reinterpret_cast<PyObject*>(Py_TYPE(node))));
+    return Fail(NotALeafMessage(reinterpret_cast<PyObject*>(Py_TYPE(node))));
   }
 
   void Hold(PyObject* borrowed) {
@@ -301,15 +306,15 @@ class SpecFlattener {
     held_.push_back(borrowed);
   }
 
-  // Strict: the node must be of the spec's kind, arity and context. Returns
-  // 1 with the children held, -1 on error.
-  int StrictChildren(std::int64_t i, PyObject* node) {
+  // Strict: the node must be of the spec's kind, arity and context. kHeld
+  // with the children held, else kFailed.
+  Children StrictChildren(std::int64_t i, PyObject* node) {
     const Node& s = v_.nodes[i];
     PyObject* const* items = v_.items + s.ctx;
     const Registration* reg = nullptr;
     bool error = false;
     NodeKind kind = KindOf(node, &reg, &error);
-    if (error) return -1;
+    if (error) return Children::kFailed;
     bool same_type = kind == s.kind &&
                      (kind == NodeKind::kNamedTuple
                           ? reinterpret_cast<PyObject*>(Py_TYPE(node)) == items[0]
@@ -320,113 +325,95 @@ class SpecFlattener {
     switch (kind) {
       case NodeKind::kTuple:
       case NodeKind::kNamedTuple:
-        if (PyTuple_GET_SIZE(node) != s.arity) return Arity(s, PyTuple_GET_SIZE(node));
+        if (PyTuple_GET_SIZE(node) != s.arity) {
+          return Mismatch(ArityMismatchMessage(s.arity, PyTuple_GET_SIZE(node)));
+        }
         for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(node); ++k) {
           Hold(PyTuple_GET_ITEM(node, k));
         }
-        return 1;
+        return Children::kHeld;
       case NodeKind::kList:
-        if (PyList_GET_SIZE(node) != s.arity) return Arity(s, PyList_GET_SIZE(node));
+        if (PyList_GET_SIZE(node) != s.arity) {
+          return Mismatch(ArityMismatchMessage(s.arity, PyList_GET_SIZE(node)));
+        }
         for (Py_ssize_t k = 0; k < PyList_GET_SIZE(node); ++k) Hold(PyList_GET_ITEM(node, k));
-        return 1;
+        return Children::kHeld;
       case NodeKind::kDict:
       case NodeKind::kOrderedDict:
       case NodeKind::kDefaultDict:
-        return DictChildren(s, items, node);
+        return DictChildren(s, items, node) ? Children::kHeld : Children::kFailed;
       case NodeKind::kDeque: {
         std::size_t base = held_.size();
-        if (!SnapshotDeque(node, &held_)) return -1;
+        if (!SnapshotDeque(node, &held_)) return Children::kFailed;
         std::size_t n = held_.size() - base;
-        if (n != s.arity) return Arity(s, static_cast<Py_ssize_t>(n));
+        if (n != s.arity) {
+          return Mismatch(ArityMismatchMessage(s.arity, static_cast<Py_ssize_t>(n)));
+        }
         Ref maxlen(MaxLenOf(node));
-        if (!maxlen) return -1;
-        return ContextEqual(i, items[0], maxlen.get());
+        if (!maxlen) return Children::kFailed;
+        return ContextEqual(items[0], maxlen.get()) ? Children::kHeld : Children::kFailed;
       }
       case NodeKind::kCustom: {
         Ref children, context;
-        if (!CallCustomFlatten(reg, node, &children, &context)) return -1;
+        if (!CallCustomFlatten(reg, node, &children, &context)) return Children::kFailed;
         Py_ssize_t n = PySequence_Fast_GET_SIZE(children.get());
-        if (n != s.arity) return Arity(s, n);
+        if (n != s.arity) return Mismatch(ArityMismatchMessage(s.arity, n));
         // Held first: the context's __eq__ may mutate the children list.
         for (Py_ssize_t k = 0; k < n; ++k) Hold(PySequence_Fast_ITEMS(children.get())[k]);
-        int eq = ContextEqual(i, items[1], context.get());
-        if (eq < 0) return -1;
-        return 1;
+        return ContextEqual(items[1], context.get()) ? Children::kHeld : Children::kFailed;
       }
       default:
-        CPYTREE_CHECK(false, -1);
+        CPYTREE_CHECK(false, Children::kFailed);
     }
   }
 
-  // Dict kinds: the same keys in the same order (compared with ==).
-  int DictChildren(const Node& s, PyObject* const* items, PyObject* node) {
+  // Dict kinds: the same keys in the same order (compared with ==). True
+  // with the values held.
+  bool DictChildren(const Node& s, PyObject* const* items, PyObject* node) {
     std::size_t base = held_.size();
     std::vector<PyObject*>& keys = keys_;  // reused: no allocation per dict
     bool ok = SnapshotDict(node, s.kind, &keys, &held_);
-    int result = 1;
-    if (!ok) {
-      result = -1;
-    } else if (keys.size() != s.arity) {
-      result = Arity(s, static_cast<Py_ssize_t>(keys.size()));
-    } else {
+    if (ok && keys.size() != s.arity) {
+      ok = Arity(s, static_cast<Py_ssize_t>(keys.size()));
+    } else if (ok) {
       PyObject* const* expected = items + FirstKeyItem(s.kind);
       if (s.kind == NodeKind::kDefaultDict) {
         Ref factory(DefaultFactoryOf(node));
-        result = factory ? ContextEqual(0, items[0], factory.get(), "default_factory") : -1;
+        ok = factory && ContextEqual(items[0], factory.get(), "default_factory");
       }
-      for (std::size_t k = 0; result == 1 && k < keys.size(); ++k) {
+      for (std::size_t k = 0; ok && k < keys.size(); ++k) {
         if (keys[k] == expected[k]) continue;
         int eq = PyObject_RichCompareBool(keys[k], expected[k], Py_EQ);
-        if (eq < 0) result = -1;
-        if (eq == 0) result = KeysMismatch(expected, s.arity, keys);
+        if (eq < 0) ok = false;
+        if (eq == 0) {
+          ok = Fail(KeysMismatchMessage(expected, s.arity, keys.data(), keys.size()));
+        }
       }
     }
     ReleaseFrom(&keys, 0);
-    if (result != 1) ReleaseFrom(&held_, base);
-    return result;
+    if (!ok) ReleaseFrom(&held_, base);
+    return ok;
   }
 
-  CPYTREE_NOINLINE int TypeMismatch(std::int64_t i, PyObject* node) {
+  CPYTREE_NOINLINE Children TypeMismatch(std::int64_t i, PyObject* node) {
     Ref spec_type(NodeType(v_, i));
-    if (!spec_type) return -1;
+    if (!spec_type) return Children::kFailed;
     if (v_.nodes[i].kind == NodeKind::kNamedTuple) spec_type = Ref::Borrow(v_.items[v_.nodes[i].ctx]);
     PyObject* got = reinterpret_cast<PyObject*>(Py_TYPE(node));
-    Fail(PyUnicode_FromFormat("Node type mismatch; expected %R, but got %R.", spec_type.get(),
-                              got));
-    return -1;
+    return Mismatch(TypeMismatchMessage(spec_type.get(), got));
   }
 
-  CPYTREE_NOINLINE int Arity(const Node& s, Py_ssize_t got) {
-    Fail(PyUnicode_FromFormat("Node arity mismatch; expected %u, but got %zd.", s.arity, got));
-    return -1;
+  // Records the arity mismatch of spec node s. Always false.
+  CPYTREE_NOINLINE bool Arity(const Node& s, Py_ssize_t got) {
+    return Fail(ArityMismatchMessage(s.arity, got));
   }
 
-  // 1 if equal; raises the context mismatch otherwise (-1).
-  int ContextEqual(std::int64_t i, PyObject* expected, PyObject* got,
-                   const char* what = "context") {
-    if (expected == got) return 1;
+  // True if equal; false with the context mismatch recorded, or on error.
+  bool ContextEqual(PyObject* expected, PyObject* got, const char* what = "context") {
+    if (expected == got) return true;
     int eq = PyObject_RichCompareBool(expected, got, Py_EQ);
-    if (eq != 0) return eq;
-    (void)i;
-    Fail(PyUnicode_FromFormat("Node %s mismatch; expected %R, but got %R.", what, expected,
-                              got));
-    return -1;
-  }
-
-  CPYTREE_NOINLINE int KeysMismatch(PyObject* const* expected, std::uint32_t n,
-                                    const std::vector<PyObject*>& got) {
-    Ref e(PyList_New(n)), g(PyList_New(static_cast<Py_ssize_t>(got.size())));
-    if (!e || !g) return -1;
-    for (std::uint32_t k = 0; k < n; ++k) {
-      Py_INCREF(expected[k]);
-      PyList_SET_ITEM(e.get(), k, expected[k]);
-    }
-    for (std::size_t k = 0; k < got.size(); ++k) {
-      Py_INCREF(got[k]);
-      PyList_SET_ITEM(g.get(), k, got[k]);
-    }
-    Fail(PyUnicode_FromFormat("Node keys mismatch; expected %R, but got %R.", e.get(), g.get()));
-    return -1;
+    if (eq != 0) return eq > 0;
+    return Fail(ContextMismatchMessage(what, expected, got));
   }
 
   // The type torch's _get_node_type reports for `node` (borrowed).
@@ -449,8 +436,7 @@ class SpecFlattener {
     if (!spec_type) return false;
     if (s.kind == NodeKind::kCustom) {
       if (node_type != spec_type.get()) {
-        return Fail(PyUnicode_FromFormat("Type mismatch; expected %R, but got %R.",
-                                         spec_type.get(), node_type));
+        return Fail(CustomTypeMismatchMessage(spec_type.get(), node_type));
       }
       if (reg == nullptr || kind != NodeKind::kCustom) {
         PyErr_SetObject(PyExc_KeyError, node_type);  // torch: SUPPORTED_NODES[node_type]
@@ -459,23 +445,21 @@ class SpecFlattener {
       Ref children, context;
       if (!CallCustomFlatten(reg, node, &children, &context)) return false;
       Py_ssize_t n = PySequence_Fast_GET_SIZE(children.get());
-      if (n != s.arity) return Arity(s, n) > 0;
+      if (n != s.arity) return Arity(s, n);
       int ne = PyObject_RichCompareBool(context.get(), items[1], Py_NE);
       if (ne < 0) return false;
       if (ne) {
-        return Fail(PyUnicode_FromFormat("Node context mismatch for custom node type %R.",
-                                         spec_type.get()));
+        return Fail(CustomContextMismatchMessage(spec_type.get()));
       }
       return HoldAll(children.get());
     }
     bool both_dicts = IsDictKind(s.kind) && IsDictKind(kind);
     if (!both_dicts && node_type != spec_type.get()) {
-      return Fail(PyUnicode_FromFormat("Node type mismatch; expected %R, but got %R.",
-                                       spec_type.get(), node_type));
+      return Fail(TypeMismatchMessage(spec_type.get(), node_type));
     }
     Py_ssize_t len = PyObject_Size(node);
     if (len < 0) return false;
-    if (len != s.arity) return Arity(s, len) > 0;
+    if (len != s.arity) return Arity(s, len);
     if (both_dicts) return KeySetChildren(s, items + FirstKeyItem(s.kind), node);
     if (kind == NodeKind::kDeque) return SnapshotDeque(node, &held_);  // maxlen ignored
     if (kind == NodeKind::kNamedTuple && node_type == spec_type.get()) {
@@ -484,9 +468,7 @@ class SpecFlattener {
         int ne = PyObject_RichCompareBool(cls, items[0], Py_NE);
         if (ne < 0) return false;
         if (ne) {
-          return Fail(PyUnicode_FromFormat(
-              "Node context mismatch for node type %R; expected %R, but got %R.",
-              spec_type.get(), items[0], cls));
+          return Fail(NamedTupleContextMismatchMessage(spec_type.get(), items[0], cls));
         }
       }
     }
@@ -516,7 +498,7 @@ class SpecFlattener {
     if (!got) return false;
     int same = PyObject_RichCompareBool(got.get(), expected.get(), Py_EQ);
     if (same < 0) return false;
-    if (!same) return KeySetMismatch(expected.get(), got.get());
+    if (!same) return Fail(KeySetMismatchMessage(expected.get(), got.get()));
     for (std::uint32_t k = 0; k < s.arity; ++k) {
       PyObject* v = PyObject_GetItem(node, keys[k]);
       if (v == nullptr) return false;
@@ -525,35 +507,19 @@ class SpecFlattener {
     return true;
   }
 
-  CPYTREE_NOINLINE bool KeySetMismatch(PyObject* expected, PyObject* got) {
-    Ref missing(PyNumber_Subtract(expected, got));
-    Ref extra(PyNumber_Subtract(got, expected));
-    if (!missing || !extra) return false;
-    Ref message(PyUnicode_FromString("Node keys mismatch"));
-    if (PySet_GET_SIZE(missing.get()) > 0) {
-      message = Ref(PyUnicode_FromFormat("%U; missing key(s): %S", message.get(), missing.get()));
-      if (!message) return false;
-    }
-    if (PySet_GET_SIZE(extra.get()) > 0) {
-      message = Ref(PyUnicode_FromFormat("%U; extra key(s): %S", message.get(), extra.get()));
-      if (!message) return false;
-    }
-    return Fail(PyUnicode_FromFormat("%U.", message.get()));
-  }
-
-  // fx rules. Returns 1 with children held, 0 if the subtree was handled
-  // whole (leaves already appended), -1 on error.
-  int FxChildren(std::int64_t i, PyObject* node, int depth) {
+  // fx rules. kHandled when the subtree was handled whole (its leaves
+  // appended).
+  Children FxChildren(std::int64_t i, PyObject* node, int depth) {
     const Node& s = v_.nodes[i];
     PyObject* const* items = v_.items + s.ctx;
     switch (s.kind) {
       case NodeKind::kDict:  // [d[k] for k in spec.context]
         for (std::uint32_t k = 0; k < s.arity; ++k) {
           PyObject* v = PyObject_GetItem(node, items[k]);
-          if (v == nullptr) return -1;
+          if (v == nullptr) return Children::kFailed;
           held_.push_back(v);
         }
-        return 1;
+        return Children::kHeld;
       case NodeKind::kList:
       case NodeKind::kTuple:
       case NodeKind::kNamedTuple:  // [d[i] for i in range(spec.num_children)]
@@ -561,76 +527,72 @@ class SpecFlattener {
             (PyTuple_Check(node) && PyTuple_GET_SIZE(node) >= s.arity)) {
           PyObject** src = PySequence_Fast_ITEMS(node);
           for (std::uint32_t k = 0; k < s.arity; ++k) Hold(src[k]);
-          return 1;
+          return Children::kHeld;
         }
         for (std::uint32_t k = 0; k < s.arity; ++k) {
           Ref index(PyLong_FromUnsignedLong(k));
           PyObject* v = index ? PyObject_GetItem(node, index.get()) : nullptr;  // d[i]
-          if (v == nullptr) return -1;
+          if (v == nullptr) return Children::kFailed;
           held_.push_back(v);
         }
-        return 1;
+        return Children::kHeld;
       default:
         return FxOther(i, node, depth);
     }
   }
 
-  CPYTREE_NOINLINE int FxOther(std::int64_t i, PyObject* node, int depth) {
+  CPYTREE_NOINLINE Children FxOther(std::int64_t i, PyObject* node, int depth) {
     SpecView sub{v_.nodes + internal::SubtreeBegin(v_.nodes, i), v_.nodes[i].num_nodes,
                  v_.items};
     Ref spec(InternView(sub));
-    if (!spec) return -1;
+    if (!spec) return Children::kFailed;
     if (registry_ != nullptr && registry_ != Py_None) {
       Ref type(NodeType(v_, i));
-      if (!type) return -1;
+      if (!type) return Children::kFailed;
       Ref fn = Ref::Borrow(PyDict_GetItemWithError(registry_, type.get()));
-      if (!fn && PyErr_Occurred()) return -1;
+      if (!fn && PyErr_Occurred()) return Children::kFailed;
       if (fn) {
         Ref children(PyObject_CallFunctionObjArgs(fn.get(), node, spec.get(), nullptr));
-        if (!children) return -1;
+        if (!children) return Children::kFailed;
         Ref seq(PySequence_Fast(children.get(), "flatten_fn_spec must return a list"));
-        if (!seq) return -1;
+        if (!seq) return Children::kFailed;
         // torch zips children with child specs: the shorter one wins.
         Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
         if (n < v_.nodes[i].arity) return FxShortChildren(i, seq.get(), depth);
         for (std::uint32_t k = 0; k < v_.nodes[i].arity; ++k) {
           Hold(PySequence_Fast_ITEMS(seq.get())[k]);
         }
-        return 1;
+        return Children::kHeld;
       }
     }
     // torch: flat_result, real_spec = tree_flatten(pytree); compare specs.
     ScratchBuilder b;
-    if (!FlattenInto(node, nullptr, true, b.get())) return -1;
+    if (!FlattenInto(node, nullptr, true, b.get())) return Children::kFailed;
     Ref real(FinishSpec(b.get()));  // a one-node tree may be a childless custom node
-    if (!real) return -1;
+    if (!real) return Children::kFailed;
     int eq = real.get() == spec.get() ? 1 : PyObject_RichCompareBool(real.get(), spec.get(), Py_EQ);
-    if (eq < 0) return -1;
+    if (eq < 0) return Children::kFailed;
     if (!eq) {
-      PyErr_Format(PyExc_RuntimeError,
-                   "Real spec %S of object %S is different from expected spec %S. Please file "
-                   "an issue at https://github.com/pytorch/pytorch/issues/new?template=bug-"
-                   "report.yml",
-                   real.get(), node, spec.get());
-      return -1;
+      RaiseRealSpecMismatch(real.get(), node, spec.get());
+      return Children::kFailed;
     }
     for (PyObject* leaf : b->leaves) out_->push_back(leaf);
     b->leaves.clear();  // ownership moved to out_
-    return 0;
+    return Children::kHandled;
   }
 
   // A registered fx flatten function returned fewer children than the spec
   // has: like torch's zip, flatten only those. `depth` is node i's: the
   // children continue the same depth count (nested custom nodes whose fx
   // functions all return short lists recursed without bound before).
-  CPYTREE_NOINLINE int FxShortChildren(std::int64_t i, PyObject* seq, int depth) {
+  CPYTREE_NOINLINE Children FxShortChildren(std::int64_t i, PyObject* seq, int depth) {
     std::vector<std::int64_t> idx;
     internal::ChildIndices(v_.nodes, i, &idx);
     for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); ++k) {
       Ref child = Ref::Borrow(PySequence_Fast_ITEMS(seq)[k]);  // the visit may mutate seq
-      if (!Visit(idx[k], child.get(), depth + 1)) return -1;
+      if (!Visit(idx[k], child.get(), depth + 1)) return Children::kFailed;
     }
-    return 0;
+    return Children::kHandled;
   }
 
   SpecView v_;

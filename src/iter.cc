@@ -17,7 +17,9 @@
 #include <memory>
 #include <vector>
 
-#include "api.h"
+#include "iter.h"
+
+#include "args.h"
 #include "children.h"
 #include "flatten.h"
 #include "registry.h"
@@ -119,7 +121,7 @@ PyObject* ChildrenOf(PyObject* obj, bool* leaf) {
 }
 
 // The next leaf (new reference); null at the end (no exception) or on error.
-PyObject* IterNextImpl(PyObject* self) {
+PyObject* IterNext(PyObject* self) {
   auto* it = reinterpret_cast<TreeIterObject*>(self);
   std::vector<Frame>& frames = *it->frames;
   Ref obj(it->root);  // the root is visited first
@@ -162,8 +164,6 @@ PyObject* IterNextImpl(PyObject* self) {
   return nullptr;
 }
 
-PyObject* IterNext(PyObject* self) { return Guarded<IterNextImpl>::Call(self); }
-
 }  // namespace
 
 PyObject* PyTreeIter(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -190,7 +190,7 @@ bool InitTreeIterType() {
   TreeIterType.tp_traverse = IterTraverse;
   TreeIterType.tp_clear = IterClear;
   TreeIterType.tp_iter = PyObject_SelfIter;
-  TreeIterType.tp_iternext = IterNext;
+  TreeIterType.tp_iternext = CPYTREE_GUARDED(IterNext);
   return PyType_Ready(&TreeIterType) >= 0;
 }
 

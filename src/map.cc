@@ -6,13 +6,16 @@
 // torch's map_only(type_or_types_or_pred) checked in C at each leaf, `func`
 // called only on the leaves it selects (torch wraps `func` in a Python
 // closure called once per leaf instead).
+#include "map.h"
+
 #include <vector>
 
-#include "api.h"
 #include "children.h"
 #include "flatten.h"
+#include "flatten_spec.h"
 #include "registry.h"
 #include "treespec.h"
+#include "unflatten.h"
 
 namespace cpytree {
 namespace {
@@ -93,10 +96,10 @@ class Mapper {
     return PyObject_IsTrue(r.get());
   }
 
-  // Maps the snapshot pending[base:] onto the results stack (b_->leaves) and
+  // Maps the snapshot pending[base:] onto the results stack (b_->results) and
   // drops the snapshot. Results are read back from leaves[rbase:].
   bool MapPending(std::size_t base, int depth, std::size_t* rbase) {
-    *rbase = b_->leaves.size();
+    *rbase = b_->results.size();
     std::size_t n = b_->pending.size() - base;
     bool ok = true;
     for (std::size_t k = 0; ok && k < n; ++k) {
@@ -105,24 +108,24 @@ class Mapper {
       if (v == nullptr) {
         ok = false;
       } else {
-        b_->leaves.push_back(v);
+        b_->results.push_back(v);
       }
     }
     ReleaseFrom(&b_->pending, base);
-    if (!ok) ReleaseFrom(&b_->leaves, *rbase);
+    if (!ok) ReleaseFrom(&b_->results, *rbase);
     return ok;
   }
 
-  // Moves results leaves[rbase:] into a new list.
+  // Moves results[rbase:] into a new list.
   PyObject* ResultsList(std::size_t rbase) {
-    std::size_t n = b_->leaves.size() - rbase;
+    std::size_t n = b_->results.size() - rbase;
     PyObject* out = PyList_New(static_cast<Py_ssize_t>(n));
     if (out == nullptr) {
-      ReleaseFrom(&b_->leaves, rbase);
+      ReleaseFrom(&b_->results, rbase);
       return nullptr;
     }
-    for (std::size_t k = 0; k < n; ++k) PyList_SET_ITEM(out, k, b_->leaves[rbase + k]);
-    b_->leaves.resize(rbase);
+    for (std::size_t k = 0; k < n; ++k) PyList_SET_ITEM(out, k, b_->results[rbase + k]);
+    b_->results.resize(rbase);
     return out;
   }
 
@@ -150,51 +153,43 @@ class Mapper {
     return out.release();
   }
 
-  // Keys are snapshotted on b_->items (unused by map), values on pending.
+  // Keys are snapshotted on b_->keys (unused by map), values on pending.
   PyObject* MapDict(PyObject* dict, NodeKind kind, int depth) {
-    std::size_t kbase = b_->items.size(), base = b_->pending.size(), rbase;
-    bool ok = SnapshotDict(dict, kind, &b_->items, &b_->pending) &&
+    std::size_t kbase = b_->keys.size(), base = b_->pending.size(), rbase;
+    bool ok = SnapshotDict(dict, kind, &b_->keys, &b_->pending) &&
               MapPending(base, depth, &rbase);
     if (!ok) {
       ReleaseFrom(&b_->pending, base);
-      ReleaseFrom(&b_->items, kbase);
+      ReleaseFrom(&b_->keys, kbase);
       return nullptr;
     }
-    Ref out;
-    std::size_t n = b_->leaves.size() - rbase;
-    if (kind == NodeKind::kDict) {
-      out = Ref(_PyDict_NewPresized(static_cast<Py_ssize_t>(n)));  // no resizes
-    } else if (kind == NodeKind::kOrderedDict) {
-      out = Ref(PyObject_CallNoArgs(g_builtins.ordered_dict));
-    } else {
-      Ref factory(DefaultFactoryOf(dict));
-      if (factory) out = Ref(PyObject_CallOneArg(g_builtins.defaultdict, factory.get()));
-    }
-    for (std::size_t k = 0; out && k < n; ++k) {
-      if (PyObject_SetItem(out.get(), b_->items[kbase + k], b_->leaves[rbase + k]) < 0) {
-        out = Ref();
-      }
-    }
-    ReleaseFrom(&b_->leaves, rbase);
-    ReleaseFrom(&b_->items, kbase);
-    return out.release();
+    std::size_t n = b_->results.size() - rbase;
+    Ref factory;
+    if (kind == NodeKind::kDefaultDict) factory = Ref(DefaultFactoryOf(dict));
+    PyObject* out = kind == NodeKind::kDefaultDict && !factory
+                        ? nullptr
+                        : NewDictNode(kind, factory.get(), b_->keys.data() + kbase,
+                                      b_->results.data() + rbase, n);
+    ReleaseFrom(&b_->results, rbase);
+    ReleaseFrom(&b_->keys, kbase);
+    return out;
   }
 
   PyObject* MapNamedTuple(PyObject* tuple, int depth) {
-    std::size_t rbase = b_->leaves.size();
+    std::size_t rbase = b_->results.size();
     Py_ssize_t n = PyTuple_GET_SIZE(tuple);
     for (Py_ssize_t i = 0; i < n; ++i) {
       PyObject* v = Visit(PyTuple_GET_ITEM(tuple, i), depth + 1);
       if (v == nullptr) {
-        ReleaseFrom(&b_->leaves, rbase);
+        ReleaseFrom(&b_->results, rbase);
         return nullptr;
       }
-      b_->leaves.push_back(v);
+      b_->results.push_back(v);
     }
     // cls(*values), consuming the results.
     PyObject* out = NewNamedTuple(reinterpret_cast<PyObject*>(Py_TYPE(tuple)),
-                                  b_->leaves.data() + rbase, n);
-    b_->leaves.resize(rbase);
+                                  b_->results.data() + rbase, n);
+    b_->results.resize(rbase);
     return out;
   }
 
@@ -435,6 +430,8 @@ PyObject* PyTreeMap(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   return out;
 }
 
+namespace {
+
 // tree_map_with_path when a custom node's flatten_fn and flatten_with_keys_fn
 // disagree on the number of leaves: torch's treespec.unflatten error (its
 // text names the spec). Always null.
@@ -447,6 +444,8 @@ CPYTREE_NOINLINE PyObject* UnflattenMismatch(SpecBuilder* b, std::vector<PyObjec
   CPYTREE_CHECK(out == nullptr, nullptr);
   return nullptr;
 }
+
+}  // namespace
 
 PyObject* PyTreeMapWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs,
                             PyObject* kwnames) {

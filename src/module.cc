@@ -1,12 +1,18 @@
 // Module init of cpytree._C and its method table.
-#include "api.h"
 #include "children.h"
-#include "torch_interop.h"
-#include "treespec.h"
+#include "deserialize.h"
+#include "flatten.h"
+#include "flatten_spec.h"
 #include "intern.h"
+#include "iter.h"
+#include "map.h"
+#include "paths.h"
 #include "registry.h"
 #include "serialize.h"
+#include "spec_compare.h"
+#include "torch_interop.h"
 #include "treespec.h"
+#include "unflatten.h"
 
 namespace cpytree {
 namespace {
@@ -22,91 +28,89 @@ PyObject* PyInternTableSize(PyObject*, PyObject*) {
   return PyLong_FromSsize_t(InternTableSize());
 }
 
-// Every entry point is Guarded (common.h): no C++ exception reaches CPython.
-#define FASTCALL_KW(fn) \
-  reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&Guarded<fn>::Call))
-#define GUARDED(fn) (&Guarded<fn>::Call)
+// Every entry point is CPYTREE_GUARDED (common.h): no C++ exception reaches
+// CPython.
 constexpr int kFastKw = METH_FASTCALL | METH_KEYWORDS;
 
 PyMethodDef kModuleMethods[] = {
-    {"tree_flatten", FASTCALL_KW(PyTreeFlatten), kFastKw,
+    {"tree_flatten", CPYTREE_GUARDED(PyTreeFlatten), kFastKw,
      "tree_flatten(tree, is_leaf=None)\n--\n\n"
      "Flattens a pytree into a list of leaves and a TreeSpec."},
-    {"tree_leaves", FASTCALL_KW(PyTreeLeaves), kFastKw,
+    {"tree_leaves", CPYTREE_GUARDED(PyTreeLeaves), kFastKw,
      "tree_leaves(tree, is_leaf=None)\n--\n\nThe leaves of a pytree (builds no spec)."},
-    {"arg_tree_leaves", FASTCALL_KW(PyArgTreeLeaves), kFastKw,
+    {"arg_tree_leaves", CPYTREE_GUARDED(PyArgTreeLeaves), kFastKw,
      "arg_tree_leaves(*args, **kwargs)\n--\n\n"
      "The leaves of the positional arguments, then of the keyword arguments' values."},
-    {"tree_structure", FASTCALL_KW(PyTreeStructure), kFastKw,
+    {"tree_structure", CPYTREE_GUARDED(PyTreeStructure), kFastKw,
      "tree_structure(tree, is_leaf=None)\n--\n\nThe TreeSpec of a pytree."},
-    {"tree_is_leaf", FASTCALL_KW(PyTreeIsLeaf), kFastKw,
+    {"tree_is_leaf", CPYTREE_GUARDED(PyTreeIsLeaf), kFastKw,
      "tree_is_leaf(tree, is_leaf=None)\n--\n\nWhether a pytree is a leaf."},
-    {"tree_iter", FASTCALL_KW(PyTreeIter), kFastKw,
+    {"tree_iter", CPYTREE_GUARDED(PyTreeIter), kFastKw,
      "tree_iter(tree, is_leaf=None)\n--\n\n"
      "A lazy iterator over the leaves of a pytree (visits nodes as leaves are consumed)."},
-    {"tree_unflatten", FASTCALL_KW(PyTreeUnflatten), kFastKw,
+    {"tree_unflatten", CPYTREE_GUARDED(PyTreeUnflatten), kFastKw,
      "tree_unflatten(leaves, treespec)\n--\n\n"
      "Builds a pytree from leaves and a TreeSpec (inverse of tree_flatten)."},
-    {"tree_map", FASTCALL_KW(PyTreeMap), kFastKw,
+    {"tree_map", CPYTREE_GUARDED(PyTreeMap), kFastKw,
      "tree_map(func, tree, *rests, is_leaf=None)\n--\n\n"
      "Maps func over the leaves of tree (and the matching subtrees of rests)."},
-    {"tree_map_", FASTCALL_KW(PyTreeMapInplace), kFastKw,
+    {"tree_map_", CPYTREE_GUARDED(PyTreeMapInplace), kFastKw,
      "tree_map_(func, tree, *rests, is_leaf=None)\n--\n\n"
      "Calls func on each leaf for its side effects and returns tree."},
-    {"tree_map_only", FASTCALL_KW(PyTreeMapOnly), kFastKw,
+    {"tree_map_only", CPYTREE_GUARDED(PyTreeMapOnly), kFastKw,
      "tree_map_only(type_or_types_or_pred, /, func, tree, is_leaf=None)\n--\n\n"
      "Maps func over the leaves selected by a type, tuple of types or predicate."},
-    {"tree_map_only_", FASTCALL_KW(PyTreeMapOnlyInplace), kFastKw,
+    {"tree_map_only_", CPYTREE_GUARDED(PyTreeMapOnlyInplace), kFastKw,
      "tree_map_only_(type_or_types_or_pred, /, func, tree, is_leaf=None)\n--\n\n"
      "Calls func on the leaves selected by a type, tuple of types or predicate; returns tree."},
-    {"tree_flatten_spec", FASTCALL_KW(PyTreeFlattenSpec), kFastKw,
+    {"tree_flatten_spec", CPYTREE_GUARDED(PyTreeFlattenSpec), kFastKw,
      "tree_flatten_spec(pytree, spec, registry=None)\n--\n\n"
      "torch.fx._pytree.tree_flatten_spec: the leaves of pytree at spec's leaves. registry:\n"
      "torch.fx._pytree.SUPPORTED_NODES, for spec node types it knows beyond the builtins."},
-    {"tree_flatten_with_path", FASTCALL_KW(PyTreeFlattenWithPath), kFastKw,
+    {"tree_flatten_with_path", CPYTREE_GUARDED(PyTreeFlattenWithPath), kFastKw,
      "tree_flatten_with_path(tree, is_leaf=None)\n--\n\n"
      "Flattens a pytree into (key path, leaf) pairs and a TreeSpec."},
-    {"tree_leaves_with_path", FASTCALL_KW(PyTreeLeavesWithPath), kFastKw,
+    {"tree_leaves_with_path", CPYTREE_GUARDED(PyTreeLeavesWithPath), kFastKw,
      "tree_leaves_with_path(tree, is_leaf=None)\n--\n\nThe (key path, leaf) pairs of a pytree."},
-    {"tree_map_with_path", FASTCALL_KW(PyTreeMapWithPath), kFastKw,
+    {"tree_map_with_path", CPYTREE_GUARDED(PyTreeMapWithPath), kFastKw,
      "tree_map_with_path(func, tree, *rests, is_leaf=None)\n--\n\n"
      "Maps func(keypath, leaf, *rest_leaves) over a pytree."},
-    {"treespec_dumps", FASTCALL_KW(PyTreespecDumps), kFastKw,
+    {"treespec_dumps", CPYTREE_GUARDED(PyTreespecDumps), kFastKw,
      "treespec_dumps(treespec, protocol=None)\n--\n\n"
      "The protocol-1 JSON text of a TreeSpec, byte-identical to torch's."},
-    {"treespec_loads", FASTCALL_KW(PyTreespecLoads), kFastKw,
+    {"treespec_loads", CPYTREE_GUARDED(PyTreespecLoads), kFastKw,
      "treespec_loads(serialized)\n--\n\n"
      "The TreeSpec that treespec_dumps wrote as `serialized` (uncached)."},
-    {"_set_serialization", GUARDED(PySetSerialization), METH_O,
+    {"_set_serialization", CPYTREE_GUARDED(PySetSerialization), METH_O,
      "_set_serialization(state, /)\n--\n\n"
      "Hands the Python registry tables and reference functions to dumps/loads."},
-    {"keystr", GUARDED(PyKeystr), METH_O,
+    {"keystr", CPYTREE_GUARDED(PyKeystr), METH_O,
      "keystr(kp)\n--\n\nThe text of a key path, e.g. \"[0]['a'].x\"."},
-    {"key_get", FASTCALL_KW(PyKeyGet), METH_FASTCALL,
+    {"key_get", CPYTREE_GUARDED(PyKeyGet), METH_FASTCALL,
      "key_get(obj, kp)\n--\n\nThe subtree of obj at key path kp."},
-    {"_set_key_types", FASTCALL_KW(PySetKeyTypes), METH_FASTCALL,
+    {"_set_key_types", CPYTREE_GUARDED(PySetKeyTypes), METH_FASTCALL,
      "_set_key_types(SequenceKey, MappingKey, GetAttrKey, /)\n--\n\n"
      "Hands the key entry classes of cpytree._keys to the engine."},
-    {"_set_constant_types", GUARDED(PySetConstantTypes), METH_O,
+    {"_set_constant_types", CPYTREE_GUARDED(PySetConstantTypes), METH_O,
      "_set_constant_types(classes, /)\n--\n\n"
      "Context classes of register_constant nodes (hash(spec) hashes their .value)."},
-    {"_set_torch_spec_classes", FASTCALL_KW(PySetTorchSpecClasses), METH_FASTCALL,
+    {"_set_torch_spec_classes", CPYTREE_GUARDED(PySetTorchSpecClasses), METH_FASTCALL,
      "_set_torch_spec_classes(TreeSpec, LeafSpec, treespec_leaf, ConstantNode, /)\n--\n\n"
      "install(): torch's spec classes (all None to clear); see torch_interop.h."},
-    {"_set_torch_pickling", GUARDED(PySetTorchPickling), METH_O,
+    {"_set_torch_pickling", CPYTREE_GUARDED(PySetTorchPickling), METH_O,
      "_set_torch_pickling(flag, /)\n--\n\nPickle specs in torch's form (install()) or cpytree's."},
-    {"_set_known_flattens", FASTCALL_KW(PySetKnownFlattens), METH_FASTCALL,
+    {"_set_known_flattens", CPYTREE_GUARDED(PySetKnownFlattens), METH_FASTCALL,
      "_set_known_flattens(dict_like, list_like, /)\n--\n\n"
      "Flatten functions (tuples) known to return exactly what dict / list flatten returns;\n"
      "the engine computes their result itself. install() names torch.fx's immutable ones."},
-    {"_register_node", FASTCALL_KW(PyRegisterNode), METH_FASTCALL,
+    {"_register_node", CPYTREE_GUARDED(PyRegisterNode), METH_FASTCALL,
      "_register_node(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn, /)\n--\n\n"
      "Mirrors one registration of the Python registry into the engine."},
-    {"_unregister_node", GUARDED(PyUnregisterNode), METH_O,
+    {"_unregister_node", CPYTREE_GUARDED(PyUnregisterNode), METH_O,
      "_unregister_node(cls, /)\n--\n\nRemoves a mirrored registration."},
-    {"_mark_exiting", GUARDED(PyMarkExiting), METH_NOARGS,
+    {"_mark_exiting", CPYTREE_GUARDED(PyMarkExiting), METH_NOARGS,
      "_mark_exiting()\n--\n\nInterpreter shutdown has begun (registered with atexit)."},
-    {"_intern_table_size", GUARDED(PyInternTableSize), METH_NOARGS,
+    {"_intern_table_size", CPYTREE_GUARDED(PyInternTableSize), METH_NOARGS,
      "_intern_table_size()\n--\n\nNumber of live interned specs (for tests)."},
     {nullptr, nullptr, 0, nullptr},
 };

@@ -2,7 +2,7 @@
 // tree_leaves_with_path, tree_map_with_path, keystr and key_get.
 #include "paths.h"
 
-#include "api.h"
+#include "args.h"
 #include "children.h"
 #include "flatten.h"
 #include "treespec.h"

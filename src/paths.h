@@ -29,6 +29,16 @@ PyObject* MakePathPair(const std::vector<PyObject*>& path, PyObject* leaf);
 // function. The function's context is dropped, as torch drops it.
 bool CallFlattenWithKeys(const Registration* reg, PyObject* obj, Ref* keys, Ref* children);
 
+CPYTREE_FASTCALL(PyTreeFlattenWithPath);  // tree_flatten_with_path(tree, is_leaf=None)
+CPYTREE_FASTCALL(PyTreeLeavesWithPath);   // tree_leaves_with_path(tree, is_leaf=None)
+
+// keystr(kp): the text of a key path.
+PyObject* PyKeystr(PyObject*, PyObject* kp);
+// key_get(obj, kp): the subtree of obj at key path kp.
+PyObject* PyKeyGet(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+// _set_key_types(SequenceKey, MappingKey, GetAttrKey): the key entry classes.
+PyObject* PySetKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+
 }  // namespace cpytree
 
 #endif  // CPYTREE_SRC_PATHS_H_

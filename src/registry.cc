@@ -215,8 +215,6 @@ bool ComputePlainNamedTupleNew(PyTypeObject* type) {
          PyUnicode_Tailmatch(module_name, prefix.get(), 0, 11, -1) == 1;
 }
 
-}  // namespace
-
 bool PlainNamedTupleNew(PyTypeObject* type) {
   NamedTupleCacheEntry& slot = CacheSlot(type);
   bool cached = slot.type == type && HasValidVersionTag(type) &&
@@ -230,6 +228,8 @@ bool PlainNamedTupleNew(PyTypeObject* type) {
   }
   return plain;
 }
+
+}  // namespace
 
 PyObject* NewNamedTuple(PyObject* cls, PyObject** values, Py_ssize_t n) {
   PyTypeObject* type = reinterpret_cast<PyTypeObject*>(cls);

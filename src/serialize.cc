@@ -21,6 +21,7 @@
 #include "children.h"
 #include "cpytree/internal/py_format.h"
 #include "registry.h"
+#include "spec_model.h"
 #include "treespec.h"
 
 namespace cpytree {

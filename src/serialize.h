@@ -1,4 +1,4 @@
-// treespec_dumps / treespec_loads of the engine: protocol-1 JSON, byte for
+// treespec_dumps / treespec_loads of the engine (loads: deserialize.h): protocol-1 JSON, byte for
 // byte what torch.utils._pytree writes (see python/cpytree/_serialization.py,
 // the reference, for the format and the rules on untrusted input).
 //
@@ -54,10 +54,7 @@ void AppendJsonStr(std::string* out, PyObject* s);
 
 // _set_serialization(state: tuple, /)
 PyObject* PySetSerialization(PyObject*, PyObject* state);
-// treespec_dumps(treespec, protocol=None)
-PyObject* PyTreespecDumps(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
-// treespec_loads(serialized): uncached (the package wraps it in lru_cache).
-PyObject* PyTreespecLoads(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+CPYTREE_FASTCALL(PyTreespecDumps);  // treespec_dumps(treespec, protocol=None)
 
 }  // namespace cpytree
 

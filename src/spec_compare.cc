@@ -1,11 +1,14 @@
 // torch's observable behaviour of a spec as a value: repr text, structural
 // equality and a hash consistent with it.
+#include "spec_compare.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/hash/hash.h"
 #include "registry.h"
+#include "spec_model.h"
 #include "torch_interop.h"
 #include "treespec.h"
 

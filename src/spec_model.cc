@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "spec_model.h"
+
 #include "children.h"
 #include "intern.h"
 #include "registry.h"

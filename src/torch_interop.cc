@@ -2,6 +2,7 @@
 // torch_interop.h (the conversion itself: FromTorchSpec, spec_model.cc).
 #include "torch_interop.h"
 
+#include "spec_model.h"
 #include "treespec.h"
 
 namespace cpytree {

@@ -35,13 +35,6 @@ bool IsAnySpec(PyObject* obj);
 // True if the classes are set and obj is a torch spec (not an engine spec).
 bool IsTorchSpec(PyObject* obj);
 
-// The engine spec equal to torch spec `obj` (children may be torch or engine
-// specs, in any mix). Iterative: no C recursion whatever the depth; nesting
-// of torch nodes deeper than IterativeDepthLimit() (or a cycle through `_children`)
-// raises RecursionError. Reads `type`, `_context` and `_children` as torch's
-// own methods do (user code may run: properties of a subclass). New ref.
-PyObject* FromTorchSpec(PyObject* obj);
-
 // _set_torch_spec_classes(TreeSpec, LeafSpec, treespec_leaf, ConstantNode); all
 // None to clear. Setting the classes also turns pickle_as_torch on.
 PyObject* PySetTorchSpecClasses(PyObject*, PyObject* const* args, Py_ssize_t nargs);

@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <string>
 
-#include "api.h"
+#include "args.h"
 #include "children.h"
-#include "errors.h"
+#include "flatten_spec.h"
 #include "intern.h"
 #include "registry.h"
+#include "spec_compare.h"
+#include "spec_model.h"
 #include "torch_interop.h"
+#include "unflatten.h"
 
 namespace cpytree {
 namespace {
@@ -293,10 +296,8 @@ PyObject* MethodRepr(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
   return SpecRepr(ViewOf(AsSpec(self)), indent);
 }
 
-// Every method and slot is Guarded (common.h): no C++ exception reaches CPython.
-#define CPYTREE_KW(fn) \
-  reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&Guarded<fn>::Call))
-#define GUARDED(fn) (&Guarded<fn>::Call)
+// Every method and slot is CPYTREE_GUARDED (common.h): no C++ exception
+// reaches CPython.
 
 // __class__: torch's TreeSpec/LeafSpec while install() has handed them over
 // (isinstance in torch code then accepts engine specs), else the real type.
@@ -313,38 +314,38 @@ PyObject* GetClass(PyObject* self, void*) {
 PyObject* GetChildrenPrivate(PyObject* self, void*) { return ChildrenList(self); }
 
 PyGetSetDef kGetSet[] = {
-    {"type", GUARDED(GetType), nullptr, "The type of the root node (None for a leaf).", nullptr},
-    {"context", GUARDED(GetContext), nullptr, "The context of the root node.", nullptr},
-    {"num_nodes", GUARDED(GetNumNodes), nullptr, "Number of nodes in the tree.", nullptr},
-    {"num_leaves", GUARDED(GetNumLeaves), nullptr, "Number of leaves in the tree.", nullptr},
-    {"num_children", GUARDED(GetNumChildren), nullptr, "Number of children of the root.", nullptr},
-    {"children_specs", GUARDED(GetChildrenSpecs), nullptr, "Deprecated: use children().", nullptr},
-    {"_context", GUARDED(GetContext), nullptr, "torch's private name of context.", nullptr},
-    {"_children", GUARDED(GetChildrenPrivate), nullptr, "torch's private list of child specs.", nullptr},
-    {"__class__", GUARDED(GetClass), nullptr, "torch's TreeSpec class while install() is active.",
+    {"type", CPYTREE_GUARDED(GetType), nullptr, "The type of the root node (None for a leaf).", nullptr},
+    {"context", CPYTREE_GUARDED(GetContext), nullptr, "The context of the root node.", nullptr},
+    {"num_nodes", CPYTREE_GUARDED(GetNumNodes), nullptr, "Number of nodes in the tree.", nullptr},
+    {"num_leaves", CPYTREE_GUARDED(GetNumLeaves), nullptr, "Number of leaves in the tree.", nullptr},
+    {"num_children", CPYTREE_GUARDED(GetNumChildren), nullptr, "Number of children of the root.", nullptr},
+    {"children_specs", CPYTREE_GUARDED(GetChildrenSpecs), nullptr, "Deprecated: use children().", nullptr},
+    {"_context", CPYTREE_GUARDED(GetContext), nullptr, "torch's private name of context.", nullptr},
+    {"_children", CPYTREE_GUARDED(GetChildrenPrivate), nullptr, "torch's private list of child specs.", nullptr},
+    {"__class__", CPYTREE_GUARDED(GetClass), nullptr, "torch's TreeSpec class while install() is active.",
      nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
 PyMethodDef kMethods[] = {
-    {"children", GUARDED(MethodChildren), METH_NOARGS, "children($self, /)\n--\n\nAll child specs."},
-    {"child", CPYTREE_KW((OneArg<MethodChild, kIndex>)), METH_FASTCALL | METH_KEYWORDS,
+    {"children", CPYTREE_GUARDED(MethodChildren), METH_NOARGS, "children($self, /)\n--\n\nAll child specs."},
+    {"child", CPYTREE_GUARDED((OneArg<MethodChild, kIndex>)), METH_FASTCALL | METH_KEYWORDS,
      "child($self, index)\n--\n\nThe child spec at index."},
-    {"is_leaf", GUARDED(MethodIsLeaf), METH_NOARGS,
+    {"is_leaf", CPYTREE_GUARDED(MethodIsLeaf), METH_NOARGS,
      "is_leaf($self, /)\n--\n\nWhether the spec is a leaf."},
-    {"unflatten", CPYTREE_KW((OneArg<MethodUnflatten, kLeaves>)), METH_FASTCALL | METH_KEYWORDS,
+    {"unflatten", CPYTREE_GUARDED((OneArg<MethodUnflatten, kLeaves>)), METH_FASTCALL | METH_KEYWORDS,
      "unflatten($self, leaves)\n--\n\nRebuild a pytree from its leaves."},
-    {"flatten_up_to", CPYTREE_KW((OneArg<MethodFlattenUpTo, kTree>)),
+    {"flatten_up_to", CPYTREE_GUARDED((OneArg<MethodFlattenUpTo, kTree>)),
      METH_FASTCALL | METH_KEYWORDS, "flatten_up_to($self, tree)\n--\n\nThe subtrees of tree at this spec's leaves."},
-    {"flatten", CPYTREE_KW((OneArg<MethodFlatten, kTree>)), METH_FASTCALL | METH_KEYWORDS,
+    {"flatten", CPYTREE_GUARDED((OneArg<MethodFlatten, kTree>)), METH_FASTCALL | METH_KEYWORDS,
      "flatten($self, tree)\n--\n\nThe leaves of tree, whose structure must equal this "
      "spec\n(validated in the same pass; ValueError with the key path otherwise)."},
-    {"__repr__", CPYTREE_KW(MethodRepr), METH_FASTCALL | METH_KEYWORDS | METH_COEXIST,
+    {"__repr__", CPYTREE_GUARDED(MethodRepr), METH_FASTCALL | METH_KEYWORDS | METH_COEXIST,
      "__repr__($self, indent=0)\n--\n\nThe text torch prints, children indented by indent+2."},
-    {"__reduce__", GUARDED(MethodReduce), METH_NOARGS, nullptr},
-    {"__copy__", GUARDED(MethodCopy), METH_NOARGS, nullptr},
-    {"__sizeof__", GUARDED(MethodSizeOf), METH_NOARGS, nullptr},
-    {"__deepcopy__", GUARDED(MethodDeepCopy), METH_O, nullptr},
+    {"__reduce__", CPYTREE_GUARDED(MethodReduce), METH_NOARGS, nullptr},
+    {"__copy__", CPYTREE_GUARDED(MethodCopy), METH_NOARGS, nullptr},
+    {"__sizeof__", CPYTREE_GUARDED(MethodSizeOf), METH_NOARGS, nullptr},
+    {"__deepcopy__", CPYTREE_GUARDED(MethodDeepCopy), METH_O, nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -360,13 +361,13 @@ bool InitTreeSpecType() {
                         "The structure of a pytree (interned and immutable).";
   TreeSpecType.tp_dealloc = SpecDealloc;
   TreeSpecType.tp_traverse = SpecTraverse;
-  TreeSpecType.tp_repr = GUARDED(SpecReprMethod);
-  TreeSpecType.tp_hash = GUARDED(SpecHash);
-  TreeSpecType.tp_richcompare = GUARDED(SpecRichCompare);
+  TreeSpecType.tp_repr = CPYTREE_GUARDED(SpecReprMethod);
+  TreeSpecType.tp_hash = CPYTREE_GUARDED(SpecHash);
+  TreeSpecType.tp_richcompare = CPYTREE_GUARDED(SpecRichCompare);
   TreeSpecType.tp_weaklistoffset = offsetof(TreeSpecObject, weakrefs);
   TreeSpecType.tp_getset = kGetSet;
   TreeSpecType.tp_methods = kMethods;
-  TreeSpecType.tp_new = GUARDED(SpecNew);
+  TreeSpecType.tp_new = CPYTREE_GUARDED(SpecNew);
   if (PyType_Ready(&TreeSpecType) < 0) return false;
   Node leaf = internal::MakeNode(NodeKind::kLeaf, 0, 0, 1, 1);
   g_leaf_spec = InternView(SpecView{&leaf, 1, nullptr});
@@ -435,6 +436,41 @@ TreeSpecObject* NewSpecFromRange(SpecView v, std::int64_t begin, std::int64_t en
   for (PyObject* o : *s->items) Py_INCREF(o);
   PyObject_GC_Track(reinterpret_cast<PyObject*>(s));
   return s;
+}
+
+// ScratchBuilder: one cached builder per thread, handed out when free.
+namespace {
+thread_local SpecBuilder* t_cached = nullptr;
+thread_local bool t_cached_in_use = false;
+}  // namespace
+
+ScratchBuilder::ScratchBuilder() {
+  if (!t_cached_in_use) {
+    if (t_cached == nullptr) t_cached = new SpecBuilder();
+    t_cached_in_use = true;
+    b_ = t_cached;
+    cached_ = true;
+  } else {
+    b_ = new SpecBuilder();
+    cached_ = false;
+  }
+}
+
+ScratchBuilder::~ScratchBuilder() {
+  if (!MayReleaseInDestructor()) return;  // a daemon thread torn down at exit (common.h)
+  if (b_->HoldsNothing()) {
+    b_->nodes.clear();
+    b_->indices.clear();
+  } else {
+    b_->Clear();
+  }
+  if (cached_) {
+    constexpr std::size_t kMaxKept = 1 << 20;
+    if (b_->Oversized(kMaxKept)) b_->Trim(kMaxKept);
+    t_cached_in_use = false;
+  } else {
+    delete b_;
+  }
 }
 
 }  // namespace cpytree

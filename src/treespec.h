@@ -30,16 +30,21 @@ struct SpecView {
   std::int64_t root_index() const { return num_nodes - 1; }
 };
 
-// The scratch state of one traversal: nodes and items of the spec under
-// construction, the leaves found, and a stack of pending children (snapshots
-// of dict values, mapped results) shared by all recursion levels. Every
-// PyObject* in it is an owned reference.
+// The scratch state of one traversal: what it produces (the spec under
+// construction, the leaves, key paths) and its working stacks, each shared
+// by all recursion levels (a level pushes on top and truncates back to where
+// it started). Each array has one meaning in every traversal that uses it.
+// Every PyObject* in it is an owned reference.
 struct SpecBuilder {
-  std::vector<Node> nodes;
-  std::vector<PyObject*> items;
-  std::vector<PyObject*> leaves;
-  std::vector<PyObject*> pending;
-  std::vector<PyObject*> paths;  // (KeyPath, leaf) pairs of a flatten with paths
+  // Produced.
+  std::vector<Node> nodes;         // the spec's nodes, post-order
+  std::vector<PyObject*> items;    // the spec's context items, pre-order
+  std::vector<PyObject*> leaves;   // the leaves found, in order
+  std::vector<PyObject*> paths;    // (KeyPath, leaf) pairs of a flatten with paths
+  // Working stacks.
+  std::vector<PyObject*> pending;  // children snapshots of the nodes being visited
+  std::vector<PyObject*> keys;     // dict keys of the nodes being visited (map, spec walks)
+  std::vector<PyObject*> results;  // mapped children awaiting their parent's rebuild (map)
   std::vector<std::int64_t> indices;  // spec walks: child indices being visited
 
   SpecBuilder() = default;
@@ -52,16 +57,18 @@ struct SpecBuilder {
   // True when nothing is held: the state a finished flatten leaves behind
   // (leaves stolen into the result list, nodes and items taken by the spec).
   bool HoldsNothing() const {
-    return items.empty() && leaves.empty() && pending.empty() && paths.empty();
+    return items.empty() && leaves.empty() && pending.empty() && paths.empty() &&
+           keys.empty() && results.empty();
   }
   // Whether any array grew past `max_kept` entries (see Trim).
   bool Oversized(std::size_t max_kept) const {
     return nodes.capacity() > max_kept || items.capacity() > max_kept ||
            leaves.capacity() > max_kept || pending.capacity() > max_kept ||
-           paths.capacity() > max_kept || indices.capacity() > max_kept;
+           paths.capacity() > max_kept || keys.capacity() > max_kept ||
+           results.capacity() > max_kept || indices.capacity() > max_kept;
   }
   void Clear() {
-    for (auto* v : {&items, &leaves, &pending, &paths}) {
+    for (auto* v : {&items, &leaves, &pending, &paths, &keys, &results}) {
       for (PyObject* o : *v) Py_DECREF(o);
       v->clear();
     }
@@ -79,6 +86,8 @@ struct SpecBuilder {
     trim(leaves);
     trim(pending);
     trim(paths);
+    trim(keys);
+    trim(results);
     trim(indices);
   }
   // Appends an owned reference.
@@ -135,44 +144,6 @@ PyObject* LeafSpec();
 
 // Readies the TreeSpec type. Returns false with an exception set.
 bool InitTreeSpecType();
-
-// spec.unflatten(leaves) over a view; `leaves` is a list or tuple. New ref.
-PyObject* UnflattenView(SpecView v, PyObject* const* leaves, std::int64_t num_leaves);
-
-// spec.flatten_up_to(tree): appends owned subtrees to `out`. False on error.
-bool FlattenUpTo(SpecView v, PyObject* tree, std::vector<PyObject*>* out);
-
-// The `type` torch reports for node `i` (None for a leaf). New reference.
-PyObject* NodeType(SpecView v, std::int64_t i);
-// The `context` torch reports for node `i` (a fresh list for dict keys). New ref.
-PyObject* NodeContext(SpecView v, std::int64_t i);
-
-// The node kind a TreeSpec `type` denotes (kCustom for any registered type).
-NodeKind KindOfType(PyObject* type);
-// Appends the context items of a node of `kind` with `arity` children, from
-// torch's `context` object, checking it as TreeSpec(...) does. False with an
-// exception.
-bool AddRootItems(SpecBuilder* b, NodeKind kind, PyObject* type, PyObject* context,
-                  Py_ssize_t arity);
-
-// TreeSpec(type, context, children_specs) as torch defines it. New reference.
-PyObject* MakeSpec(PyObject* type, PyObject* context, PyObject* children);
-
-// spec.unflatten(leaves) with torch's argument handling and count check.
-PyObject* UnflattenChecked(PyObject* spec, PyObject* leaves);
-
-// repr(spec) as torch prints it (`indent`: torch's __repr__ argument).
-PyObject* SpecRepr(SpecView v, int indent = 0);
-
-// torch's structural equality of two views (pointer-unequal specs). -1 on error.
-int SpecsEqual(SpecView a, SpecView b);
-// A hash consistent with SpecsEqual (for the O(1) `!=`). -1 on error.
-Py_hash_t SpecEqHash(SpecView v);
-// hash(spec) exactly as torch computes it for the same structure in this
-// process (so specs of both implementations mix in dicts). -1 on error.
-Py_hash_t SpecTorchHash(SpecView v);
-// _set_constant_types(classes): contexts of these classes hash by `.value`.
-PyObject* PySetConstantTypes(PyObject*, PyObject* types);
 
 }  // namespace cpytree
 

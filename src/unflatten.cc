@@ -1,7 +1,9 @@
 // tree_unflatten / TreeSpec.unflatten: one left-to-right pass over the
 // post-order node array with a value stack; no recursion, so any depth works.
-#include "api.h"
+#include "unflatten.h"
+
 #include "absl/container/inlined_vector.h"
+#include "args.h"
 #include "children.h"
 #include "flatten.h"
 #include "registry.h"
@@ -36,27 +38,10 @@ PyObject* BuildNode(const Node& node, PyObject* const* items, PyObject** kids) {
     case NodeKind::kDict:
     case NodeKind::kOrderedDict:
     case NodeKind::kDefaultDict: {
-      Ref out;
-      if (node.kind == NodeKind::kDict) {
-        out = Ref(_PyDict_NewPresized(n));  // one allocation, no resizes
-      } else if (node.kind == NodeKind::kOrderedDict) {
-        out = Ref(PyObject_CallNoArgs(g_builtins.ordered_dict));
-      } else {
-        out = Ref(PyObject_CallOneArg(g_builtins.defaultdict, items[0]));
-      }
-      if (!out) break;
-      PyObject* const* keys = items + FirstKeyItem(node.kind);
-      bool exact = node.kind != NodeKind::kOrderedDict;  // OrderedDict needs __setitem__
-      for (std::uint32_t k = 0; k < n; ++k) {
-        int rc = exact ? PyDict_SetItem(out.get(), keys[k], kids[k])
-                       : PyObject_SetItem(out.get(), keys[k], kids[k]);
-        if (rc < 0) {
-          release();
-          return nullptr;
-        }
-      }
+      PyObject* factory = node.kind == NodeKind::kDefaultDict ? items[0] : nullptr;
+      PyObject* out = NewDictNode(node.kind, factory, items + FirstKeyItem(node.kind), kids, n);
       release();
-      return out.release();
+      return out;
     }
     case NodeKind::kDeque: {
       Ref values(PyList_New(n));

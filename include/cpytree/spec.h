@@ -222,7 +222,6 @@ struct SpecAccess {
   }
   static const SpecData& Data(const TreeSpec& s) { return *s.data_; }
   static std::int64_t Root(const TreeSpec& s) { return s.root_; }
-  static TreeSpec At(const TreeSpec& s, std::int64_t root) { return TreeSpec(s.data_, root); }
 };
 
 // Throws Error unless `items` are valid context items for a `kind` node of `arity`.
