@@ -10,7 +10,6 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-
 #include <cxxabi.h>
 
 #include <atomic>
@@ -31,12 +30,12 @@ CPYTREE_NOINLINE void RaiseInternalError(const char* file, int line, const char*
 
 // Always-on invariant check: on failure raises SystemError with file:line and
 // returns `ret` from the enclosing function.
-#define CPYTREE_CHECK(cond, ret)                                   \
-  do {                                                             \
-    if (CPYTREE_UNLIKELY(!(cond))) {                               \
-      ::cpytree::RaiseInternalError(__FILE__, __LINE__, #cond);    \
-      return ret;                                                  \
-    }                                                              \
+#define CPYTREE_CHECK(cond, ret)                                \
+  do {                                                          \
+    if (CPYTREE_UNLIKELY(!(cond))) {                            \
+      ::cpytree::RaiseInternalError(__FILE__, __LINE__, #cond); \
+      return ret;                                               \
+    }                                                           \
   } while (0)
 
 namespace cpytree {
@@ -139,8 +138,8 @@ template <auto Call>
 struct GuardedEntry {
   using Exact = decltype(Call);
   operator Exact() const { return Call; }
-  template <class T, class = std::enable_if_t<std::is_same_v<T, PyCFunction> &&
-                                              !std::is_same_v<T, Exact>>>
+  template <class T,
+            class = std::enable_if_t<std::is_same_v<T, PyCFunction> && !std::is_same_v<T, Exact>>>
   operator T() const {
     return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Call));
   }

@@ -14,13 +14,12 @@
 
 #include <simdjson.h>
 
-#include "absl/container/inlined_vector.h"
-
 #include <cmath>
 #include <memory>
 #include <string_view>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "intern.h"
 #include "registry.h"
 #include "serialize.h"
@@ -72,11 +71,13 @@ class ScratchParsers {
 // Sets *fallback for a value Python would read differently.
 PyObject* ToPython(dom::element e, bool enum_hook, bool* fallback) {
   switch (e.type()) {
-    case dom::element_type::NULL_VALUE: Py_RETURN_NONE;
+    case dom::element_type::NULL_VALUE:
+      Py_RETURN_NONE;
     case dom::element_type::BOOL:
       if (bool(e.get_bool().value_unsafe())) Py_RETURN_TRUE;
       Py_RETURN_FALSE;
-    case dom::element_type::INT64: return PyLong_FromLongLong(e.get_int64().value_unsafe());
+    case dom::element_type::INT64:
+      return PyLong_FromLongLong(e.get_int64().value_unsafe());
     case dom::element_type::UINT64:
       return PyLong_FromUnsignedLongLong(e.get_uint64().value_unsafe());
     case dom::element_type::DOUBLE: {
@@ -109,8 +110,8 @@ PyObject* ToPython(dom::element e, bool enum_hook, bool* fallback) {
       dom::object object;
       if (e.get_object().get(object) != simdjson::SUCCESS) return nullptr;
       for (dom::key_value_pair kv : object) {
-        Ref key(PyUnicode_DecodeUTF8(kv.key.data(), static_cast<Py_ssize_t>(kv.key.size()),
-                                     nullptr));
+        Ref key(
+            PyUnicode_DecodeUTF8(kv.key.data(), static_cast<Py_ssize_t>(kv.key.size()), nullptr));
         if (!key) return nullptr;
         Ref value(ToPython(kv.value, enum_hook, fallback));
         if (!value || PyDict_SetItem(dict.get(), key.get(), value.get()) < 0) return nullptr;
@@ -204,8 +205,8 @@ class Loader {
       AddToParent(0, 1);
       return Outcome::kOk;
     }
-    frames_.push_back(Frame{node.children.begin(), node.children.end(), entry->kind,
-                            node.arity, ctx, 0, 1});
+    frames_.push_back(
+        Frame{node.children.begin(), node.children.end(), entry->kind, node.arity, ctx, 0, 1});
     return Outcome::kOk;
   }
 
@@ -263,8 +264,8 @@ class Loader {
     PyObject* def = PyDict_GetItemWithError(g_serial.supported_serialized_types, type);
     if (def == nullptr) return Fail(!PyErr_Occurred());
     if (!PyTuple_Check(def) || PyTuple_GET_SIZE(def) != 4) return Outcome::kFallback;
-    types_.push_back(TypeEntry{name, std::move(hold), KindOfType(type),
-                               Ref::Borrow(PyTuple_GET_ITEM(def, 3))});
+    types_.push_back(
+        TypeEntry{name, std::move(hold), KindOfType(type), Ref::Borrow(PyTuple_GET_ITEM(def, 3))});
     *out = &types_.back();
     return Outcome::kOk;
   }
@@ -292,8 +293,10 @@ class Loader {
         case NodeKind::kList:
           return text == "null" ? Outcome::kOk : Outcome::kFallback;
         case NodeKind::kDict:
-        case NodeKind::kOrderedDict: return AddKeys(text, node.arity);
-        case NodeKind::kDeque: return AddMaxLen(text);
+        case NodeKind::kOrderedDict:
+          return AddKeys(text, node.arity);
+        case NodeKind::kDeque:
+          return AddMaxLen(text);
         case NodeKind::kCustom: {
           dom::element value;
           Outcome o = ParseContext(text, &value);
@@ -377,8 +380,7 @@ class Loader {
       if (name == "NO_SERIALIZED_TYPE_NAME_FOUND") return Outcome::kFallback;
       Ref key(PyUnicode_DecodeUTF8(name.data(), static_cast<Py_ssize_t>(name.size()), nullptr));
       if (!key) return Outcome::kError;
-      PyObject* cls =
-          PyDict_GetItemWithError(g_serial.serialized_type_to_python_type, key.get());
+      PyObject* cls = PyDict_GetItemWithError(g_serial.serialized_type_to_python_type, key.get());
       if (cls == nullptr) return Fail(!PyErr_Occurred());
       Ref hold = Ref::Borrow(cls);
       int ok = PyType_Check(cls) ? IsNamedTupleClass(reinterpret_cast<PyTypeObject*>(cls)) : 0;
@@ -437,8 +439,8 @@ Outcome LoadsNative(PyObject* text, PyObject** result) {
   dom::element protocol = *it;
   ++it;
   std::int64_t p;
-  if (protocol.type() != dom::element_type::INT64 || protocol.get_int64().get(p) != simdjson::SUCCESS ||
-      p != 1) {
+  if (protocol.type() != dom::element_type::INT64 ||
+      protocol.get_int64().get(p) != simdjson::SUCCESS || p != 1) {
     return Outcome::kFallback;  // 1.0, true, or an error the reference words
   }
   ScratchBuilder b;  // a per-thread builder: no allocation when the spec is known

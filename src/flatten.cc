@@ -149,8 +149,7 @@ class Flattener {
     Py_ssize_t n = PyTuple_GET_SIZE(tuple);
     for (Py_ssize_t i = 0; i < n; ++i) {
       bool ok = VisitChild(PyTuple_GET_ITEM(tuple, i), depth, [&] {
-        return kind == NodeKind::kNamedTuple ? MakeFieldKeyAt(fields.get(), i)
-                                             : MakeSequenceKey(i);
+        return kind == NodeKind::kNamedTuple ? MakeFieldKeyAt(fields.get(), i) : MakeSequenceKey(i);
       });
       if (!ok) return false;
     }
@@ -303,13 +302,19 @@ class Flattener {
     NodeKind kind = Classify(obj, &reg, &error);
     if (error) return false;
     switch (kind) {
-      case NodeKind::kLeaf: return AddLeaf(obj);
-      case NodeKind::kNamedTuple: return VisitTuple(obj, kind, depth);
+      case NodeKind::kLeaf:
+        return AddLeaf(obj);
+      case NodeKind::kNamedTuple:
+        return VisitTuple(obj, kind, depth);
       case NodeKind::kOrderedDict:
-      case NodeKind::kDefaultDict: return VisitDict(obj, kind, depth);
-      case NodeKind::kDeque: return VisitDeque(obj, depth);
-      case NodeKind::kCustom: return VisitCustom(obj, reg, depth);
-      default: CPYTREE_CHECK(false, false);
+      case NodeKind::kDefaultDict:
+        return VisitDict(obj, kind, depth);
+      case NodeKind::kDeque:
+        return VisitDeque(obj, depth);
+      case NodeKind::kCustom:
+        return VisitCustom(obj, reg, depth);
+      default:
+        CPYTREE_CHECK(false, false);
     }
   }
 
@@ -387,8 +392,7 @@ PyObject* PyTreeLeaves(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
   return StealIntoList(&b->leaves);
 }
 
-PyObject* PyArgTreeLeaves(PyObject*, PyObject* const* args, Py_ssize_t nargs,
-                          PyObject* kwnames) {
+PyObject* PyArgTreeLeaves(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   // The leaves of each positional argument, then of each keyword argument's value.
   Py_ssize_t total = nargs + (kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames));
   ScratchBuilder b;
@@ -398,8 +402,7 @@ PyObject* PyArgTreeLeaves(PyObject*, PyObject* const* args, Py_ssize_t nargs,
   return StealIntoList(&b->leaves);
 }
 
-PyObject* PyTreeStructure(PyObject*, PyObject* const* args, Py_ssize_t nargs,
-                          PyObject* kwnames) {
+PyObject* PyTreeStructure(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject* a[2] = {nullptr, nullptr};
   if (!ParseArgs("tree_structure", args, nargs, kwnames, kTreeArgs, 2, 1, a)) return nullptr;
   ScratchBuilder b;

@@ -109,9 +109,9 @@ class SpecFlattener {
     }
     std::size_t base = held_.size();
     Children got = kMode == Walk::kStrict ? StrictChildren(i, node)
-                   : kMode == Walk::kUpTo ? (UpToChildren(i, node) ? Children::kHeld
-                                                                   : Children::kFailed)
-                                          : FxChildren(i, node, depth);
+                   : kMode == Walk::kUpTo
+                       ? (UpToChildren(i, node) ? Children::kHeld : Children::kFailed)
+                       : FxChildren(i, node, depth);
     if (got != Children::kHeld) return got == Children::kHandled;
     return VisitHeld(i, base, depth);
   }
@@ -200,7 +200,8 @@ class SpecFlattener {
     std::size_t ibase = PushChildren(i);
     for (std::uint32_t k = 0; k < s.arity; ++k) {
       // A tuple is immutable and held by its parent: no per-child reference.
-      if (!VisitChild(i, k, ChildAt(ibase, s.arity, k), PyTuple_GET_ITEM(tuple, k), depth)) return false;
+      if (!VisitChild(i, k, ChildAt(ibase, s.arity, k), PyTuple_GET_ITEM(tuple, k), depth))
+        return false;
     }
     idx_.resize(ibase);
     return true;
@@ -315,12 +316,11 @@ class SpecFlattener {
     bool error = false;
     NodeKind kind = KindOf(node, &reg, &error);
     if (error) return Children::kFailed;
-    bool same_type = kind == s.kind &&
-                     (kind == NodeKind::kNamedTuple
-                          ? reinterpret_cast<PyObject*>(Py_TYPE(node)) == items[0]
-                      : kind == NodeKind::kCustom
-                          ? reinterpret_cast<PyObject*>(Py_TYPE(node)) == items[0]
-                          : true);
+    bool same_type =
+        kind == s.kind &&
+        (kind == NodeKind::kNamedTuple ? reinterpret_cast<PyObject*>(Py_TYPE(node)) == items[0]
+         : kind == NodeKind::kCustom   ? reinterpret_cast<PyObject*>(Py_TYPE(node)) == items[0]
+                                       : true);
     if (!same_type) return TypeMismatch(i, node);
     switch (kind) {
       case NodeKind::kTuple:
@@ -398,7 +398,8 @@ class SpecFlattener {
   CPYTREE_NOINLINE Children TypeMismatch(std::int64_t i, PyObject* node) {
     Ref spec_type(NodeType(v_, i));
     if (!spec_type) return Children::kFailed;
-    if (v_.nodes[i].kind == NodeKind::kNamedTuple) spec_type = Ref::Borrow(v_.items[v_.nodes[i].ctx]);
+    if (v_.nodes[i].kind == NodeKind::kNamedTuple)
+      spec_type = Ref::Borrow(v_.items[v_.nodes[i].ctx]);
     PyObject* got = reinterpret_cast<PyObject*>(Py_TYPE(node));
     return Mismatch(TypeMismatchMessage(spec_type.get(), got));
   }
@@ -542,8 +543,7 @@ class SpecFlattener {
   }
 
   CPYTREE_NOINLINE Children FxOther(std::int64_t i, PyObject* node, int depth) {
-    SpecView sub{v_.nodes + internal::SubtreeBegin(v_.nodes, i), v_.nodes[i].num_nodes,
-                 v_.items};
+    SpecView sub{v_.nodes + internal::SubtreeBegin(v_.nodes, i), v_.nodes[i].num_nodes, v_.items};
     Ref spec(InternView(sub));
     if (!spec) return Children::kFailed;
     if (registry_ != nullptr && registry_ != Py_None) {
@@ -601,7 +601,7 @@ class SpecFlattener {
   std::vector<PyObject*>& held_;    // owned children snapshots, a stack by level
   std::vector<std::int64_t>& idx_;  // child indices of the nodes being visited
   std::vector<PyObject*>& keys_;    // a dict's keys (empty between uses)
-  PathError err_;  // a mismatch and its key path, collected while unwinding
+  PathError err_;                   // a mismatch and its key path, collected while unwinding
   int limit_;
 };
 
@@ -629,8 +629,7 @@ PyObject* FlatLeaves(SpecView v, PyObject* tree) {
   Py_ssize_t n = Py_SIZE(tree);
   // Every spec child a leaf: one node and one leaf per child (an empty
   // container child is one node with no leaf).
-  if (n != static_cast<Py_ssize_t>(root.arity) || root.num_nodes != n + 1 ||
-      root.num_leaves != n) {
+  if (n != static_cast<Py_ssize_t>(root.arity) || root.num_nodes != n + 1 || root.num_leaves != n) {
     return nullptr;
   }
   // Allocated first: the allocation may collect garbage and so run
@@ -641,8 +640,8 @@ PyObject* FlatLeaves(SpecView v, PyObject* tree) {
     Py_DECREF(result);
     return nullptr;
   }
-  PyObject* const* items = list ? reinterpret_cast<PyListObject*>(tree)->ob_item
-                                : &PyTuple_GET_ITEM(tree, 0);
+  PyObject* const* items =
+      list ? reinterpret_cast<PyListObject*>(tree)->ob_item : &PyTuple_GET_ITEM(tree, 0);
   // Read once: only a registration (which cannot run in this loop) changes them.
   PyTypeObject* cached = g_leaf_type_cache.load(std::memory_order_relaxed);
   bool scalars = !g_scalar_registered.load(std::memory_order_relaxed);
@@ -650,9 +649,8 @@ PyObject* FlatLeaves(SpecView v, PyObject* tree) {
     PyObject* x = items[k];
     PyTypeObject* xt = Py_TYPE(x);
     bool plain = (xt == cached && !PyTuple_Check(x)) || x == Py_None ||
-                 (scalars && (xt == &PyLong_Type || xt == &PyFloat_Type ||
-                              xt == &PyUnicode_Type || xt == &PyBool_Type ||
-                              xt == &PyComplex_Type));
+                 (scalars && (xt == &PyLong_Type || xt == &PyFloat_Type || xt == &PyUnicode_Type ||
+                              xt == &PyBool_Type || xt == &PyComplex_Type));
     if (!plain) {
       // The items taken so far are still held by `tree`: dropping them
       // frees nothing and runs no code.
@@ -691,8 +689,7 @@ PyObject* SpecFlatten(PyObject* spec, PyObject* tree) {
   return FlattenAgainst<Walk::kStrict>(spec, tree, nullptr);
 }
 
-PyObject* PyTreeFlattenSpec(PyObject*, PyObject* const* args, Py_ssize_t nargs,
-                            PyObject* kwnames) {
+PyObject* PyTreeFlattenSpec(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const kNames[] = {"pytree", "spec", "registry"};
   PyObject* a[3] = {nullptr, nullptr, nullptr};
   if (!ParseArgs("tree_flatten_spec", args, nargs, kwnames, kNames, 3, 2, a)) return nullptr;

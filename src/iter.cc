@@ -14,10 +14,10 @@
 // namedtuples are immutable; dict, OrderedDict, defaultdict and deque values
 // are snapshotted when the node is entered (torch copies them there too);
 // custom nodes call their flatten_fn when entered.
+#include "iter.h"
+
 #include <memory>
 #include <vector>
-
-#include "iter.h"
 
 #include "args.h"
 #include "children.h"
@@ -34,9 +34,8 @@ struct Frame {
 };
 
 struct TreeIterObject {
-  PyObject_HEAD
-  PyObject* root;     // the tree before the first __next__ (owned), then null
-  PyObject* is_leaf;  // the user's is_leaf (owned) or null
+  PyObject_HEAD PyObject* root;  // the tree before the first __next__ (owned), then null
+  PyObject* is_leaf;             // the user's is_leaf (owned) or null
   // Heap-allocated so the object stays a C struct CPython can allocate.
   std::vector<Frame>* frames;
   int limit;  // maximum frames: deeper (or cyclic) trees raise RecursionError
@@ -87,10 +86,13 @@ PyObject* ChildrenOf(PyObject* obj, bool* leaf) {
   NodeKind kind = KindOf(obj, &reg, &error);
   if (error) return nullptr;
   switch (kind) {
-    case NodeKind::kLeaf: *leaf = true; return nullptr;
+    case NodeKind::kLeaf:
+      *leaf = true;
+      return nullptr;
     case NodeKind::kList:
     case NodeKind::kTuple:
-    case NodeKind::kNamedTuple: return Py_NewRef(obj);
+    case NodeKind::kNamedTuple:
+      return Py_NewRef(obj);
     case NodeKind::kDict:
     case NodeKind::kOrderedDict:
     case NodeKind::kDefaultDict: {
@@ -137,8 +139,8 @@ PyObject* IterNext(PyObject* self) {
         Py_DECREF(seq);
         continue;
       }
-      PyObject* child = PyList_Check(seq) ? PyList_GET_ITEM(seq, top.next)
-                                          : PyTuple_GET_ITEM(seq, top.next);
+      PyObject* child =
+          PyList_Check(seq) ? PyList_GET_ITEM(seq, top.next) : PyTuple_GET_ITEM(seq, top.next);
       ++top.next;
       obj = Ref::Borrow(child);  // held: is_leaf may mutate the list
     }

@@ -156,8 +156,7 @@ class Mapper {
   // Keys are snapshotted on b_->keys (unused by map), values on pending.
   PyObject* MapDict(PyObject* dict, NodeKind kind, int depth) {
     std::size_t kbase = b_->keys.size(), base = b_->pending.size(), rbase;
-    bool ok = SnapshotDict(dict, kind, &b_->keys, &b_->pending) &&
-              MapPending(base, depth, &rbase);
+    bool ok = SnapshotDict(dict, kind, &b_->keys, &b_->pending) && MapPending(base, depth, &rbase);
     if (!ok) {
       ReleaseFrom(&b_->pending, base);
       ReleaseFrom(&b_->keys, kbase);
@@ -187,8 +186,8 @@ class Mapper {
       b_->results.push_back(v);
     }
     // cls(*values), consuming the results.
-    PyObject* out = NewNamedTuple(reinterpret_cast<PyObject*>(Py_TYPE(tuple)),
-                                  b_->results.data() + rbase, n);
+    PyObject* out =
+        NewNamedTuple(reinterpret_cast<PyObject*>(Py_TYPE(tuple)), b_->results.data() + rbase, n);
     b_->results.resize(rbase);
     return out;
   }
@@ -234,13 +233,19 @@ class Mapper {
     NodeKind kind = Classify(obj, &reg, &error);
     if (error) return nullptr;
     switch (kind) {
-      case NodeKind::kLeaf: return MapLeaf(obj);
-      case NodeKind::kNamedTuple: return MapNamedTuple(obj, depth);
+      case NodeKind::kLeaf:
+        return MapLeaf(obj);
+      case NodeKind::kNamedTuple:
+        return MapNamedTuple(obj, depth);
       case NodeKind::kOrderedDict:
-      case NodeKind::kDefaultDict: return MapDict(obj, kind, depth);
-      case NodeKind::kDeque: return MapDeque(obj, depth);
-      case NodeKind::kCustom: return MapCustom(obj, reg, depth);
-      default: CPYTREE_CHECK(false, nullptr);
+      case NodeKind::kDefaultDict:
+        return MapDict(obj, kind, depth);
+      case NodeKind::kDeque:
+        return MapDeque(obj, depth);
+      case NodeKind::kCustom:
+        return MapCustom(obj, reg, depth);
+      default:
+        CPYTREE_CHECK(false, nullptr);
     }
   }
 
@@ -254,9 +259,9 @@ class Mapper {
 const char* const kMapArgs[] = {"func", "tree", "is_leaf"};
 
 // Splits (func, tree, *rests, is_leaf=None). Borrowed results.
-bool ParseMapArgs(const char* fname, PyObject* const* args, Py_ssize_t nargs,
-                  PyObject* kwnames, PyObject** func, PyObject** tree, PyObject** is_leaf,
-                  PyObject* const** rests, Py_ssize_t* num_rests) {
+bool ParseMapArgs(const char* fname, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                  PyObject** func, PyObject** tree, PyObject** is_leaf, PyObject* const** rests,
+                  Py_ssize_t* num_rests) {
   PyObject* named[3] = {nullptr, nullptr, nullptr};
   Py_ssize_t npos = nargs < 2 ? nargs : 2;
   for (Py_ssize_t i = 0; i < npos; ++i) named[i] = args[i];
@@ -312,8 +317,8 @@ void ReleaseColumns(std::vector<std::vector<PyObject*>>* columns) {
 // *rest_leaves) with `with_path`; results (owned) into `out` when not null.
 // Leaves `filter` does not select are skipped (only without `out`).
 bool CallColumns(PyObject* func, const SpecBuilder& b,
-                 const std::vector<std::vector<PyObject*>>& columns,
-                 std::vector<PyObject*>* out, bool with_path = false, LeafFilter filter = {}) {
+                 const std::vector<std::vector<PyObject*>>& columns, std::vector<PyObject*>* out,
+                 bool with_path = false, LeafFilter filter = {}) {
   std::size_t first = with_path ? 1 : 0;
   std::vector<PyObject*> argv(columns.size() + 1 + first);
   // With paths, torch maps the (path, leaf) pairs of flatten_with_keys_fn,
@@ -348,18 +353,15 @@ bool CallColumns(PyObject* func, const SpecBuilder& b,
 }
 
 // Splits (type_or_types_or_pred, /, func, tree, is_leaf=None) of tree_map_only.
-bool ParseMapOnlyArgs(const char* fname, PyObject* const* args, Py_ssize_t nargs,
-                      PyObject* kwnames, LeafFilter* filter, PyObject** func, PyObject** tree,
-                      PyObject** is_leaf) {
+bool ParseMapOnlyArgs(const char* fname, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                      LeafFilter* filter, PyObject** func, PyObject** tree, PyObject** is_leaf) {
   if (nargs < 1) {
-    PyErr_Format(PyExc_TypeError, "%s() missing required argument 'type_or_types_or_pred'",
-                 fname);
+    PyErr_Format(PyExc_TypeError, "%s() missing required argument 'type_or_types_or_pred'", fname);
     return false;
   }
   PyObject* const* rests;
   Py_ssize_t num_rests;
-  if (!ParseMapArgs(fname, args + 1, nargs - 1, kwnames, func, tree, is_leaf, &rests,
-                    &num_rests)) {
+  if (!ParseMapArgs(fname, args + 1, nargs - 1, kwnames, func, tree, is_leaf, &rests, &num_rests)) {
     return false;
   }
   if (num_rests > 1 || (num_rests == 1 && *is_leaf != nullptr)) {
@@ -390,8 +392,7 @@ PyObject* PyTreeMapOnlyInplace(PyObject*, PyObject* const* args, Py_ssize_t narg
                                PyObject* kwnames) {
   LeafFilter filter;
   PyObject *func, *tree, *is_leaf;
-  if (!ParseMapOnlyArgs("tree_map_only_", args, nargs, kwnames, &filter, &func, &tree,
-                        &is_leaf)) {
+  if (!ParseMapOnlyArgs("tree_map_only_", args, nargs, kwnames, &filter, &func, &tree, &is_leaf)) {
     return nullptr;
   }
   ScratchBuilder b;
@@ -407,8 +408,7 @@ PyObject* PyTreeMap(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   PyObject *func, *tree, *is_leaf;
   PyObject* const* rests;
   Py_ssize_t num_rests;
-  if (!ParseMapArgs("tree_map", args, nargs, kwnames, &func, &tree, &is_leaf, &rests,
-                    &num_rests)) {
+  if (!ParseMapArgs("tree_map", args, nargs, kwnames, &func, &tree, &is_leaf, &rests, &num_rests)) {
     return nullptr;
   }
   ScratchBuilder b;
@@ -447,8 +447,7 @@ CPYTREE_NOINLINE PyObject* UnflattenMismatch(SpecBuilder* b, std::vector<PyObjec
 
 }  // namespace
 
-PyObject* PyTreeMapWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs,
-                            PyObject* kwnames) {
+PyObject* PyTreeMapWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject *func, *tree, *is_leaf;
   PyObject* const* rests;
   Py_ssize_t num_rests;
@@ -473,8 +472,7 @@ PyObject* PyTreeMapWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs,
   return out;
 }
 
-PyObject* PyTreeMapInplace(PyObject*, PyObject* const* args, Py_ssize_t nargs,
-                           PyObject* kwnames) {
+PyObject* PyTreeMapInplace(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject *func, *tree, *is_leaf;
   PyObject* const* rests;
   Py_ssize_t num_rests;

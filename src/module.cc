@@ -24,9 +24,7 @@ PyObject* PyMarkExiting(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
-PyObject* PyInternTableSize(PyObject*, PyObject*) {
-  return PyLong_FromSsize_t(InternTableSize());
-}
+PyObject* PyInternTableSize(PyObject*, PyObject*) { return PyLong_FromSsize_t(InternTableSize()); }
 
 // Every entry point is CPYTREE_GUARDED (common.h): no C++ exception reaches
 // CPython.
@@ -116,8 +114,10 @@ PyMethodDef kModuleMethods[] = {
 };
 
 PyModuleDef kModule = {
-    PyModuleDef_HEAD_INIT, "cpytree._C",
-    "The C++ pytree engine of cpytree. Use the `cpytree` package, not this module.", -1,
+    PyModuleDef_HEAD_INIT,
+    "cpytree._C",
+    "The C++ pytree engine of cpytree. Use the `cpytree` package, not this module.",
+    -1,
     kModuleMethods,
 };
 

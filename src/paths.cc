@@ -39,7 +39,7 @@ PyObject* g_mapping_field = nullptr;
 PyObject* g_getattr_field = nullptr;
 
 PyObject* FieldOf(PyObject* cls) {
-  return cls == g_sequence_key ? g_sequence_field
+  return cls == g_sequence_key  ? g_sequence_field
          : cls == g_mapping_key ? g_mapping_field
                                 : g_getattr_field;
 }
@@ -179,8 +179,8 @@ bool CallFlattenWithKeys(const Registration* reg, PyObject* obj, Ref* keys, Ref*
     if (!pair) return false;
     if (PyTuple_GET_SIZE(pair.get()) != 2) {
       PyErr_Format(PyExc_ValueError,
-                   "flatten_with_keys_fn of %R must return (key, child) pairs, got %R",
-                   reg->type, pair.get());
+                   "flatten_with_keys_fn of %R must return (key, child) pairs, got %R", reg->type,
+                   pair.get());
       return false;
     }
     for (int j = 0; j < 2; ++j) {

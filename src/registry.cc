@@ -2,8 +2,6 @@
 // pointer. See registry.h for the concurrency design.
 #include "registry.h"
 
-#include "children.h"
-
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -11,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "children.h"
 
 namespace cpytree {
 
@@ -217,8 +216,8 @@ bool ComputePlainNamedTupleNew(PyTypeObject* type) {
 
 bool PlainNamedTupleNew(PyTypeObject* type) {
   NamedTupleCacheEntry& slot = CacheSlot(type);
-  bool cached = slot.type == type && HasValidVersionTag(type) &&
-                slot.version_tag == type->tp_version_tag;
+  bool cached =
+      slot.type == type && HasValidVersionTag(type) && slot.version_tag == type->tp_version_tag;
   if (cached && slot.plain_new >= 0) return slot.plain_new == 1;
   bool plain = ComputePlainNamedTupleNew(type);
   // Its attribute lookup may run user code (a metaclass __getattribute__)

@@ -83,14 +83,14 @@ class PinnedRegistration {
 
 // Python objects the engine needs, resolved once at module init.
 struct Builtins {
-  PyObject* namedtuple_fn;     // collections.namedtuple: spec.type of namedtuples
-  PyObject* ordered_dict;      // collections.OrderedDict
-  PyObject* defaultdict;       // collections.defaultdict
-  PyObject* deque;             // collections.deque
-  PyObject* str_fields;        // interned "_fields"
-  PyObject* str_make;          // interned "_make"
-  PyObject* str_asdict;        // interned "_asdict"
-  PyObject* str_maxlen;        // interned "maxlen"
+  PyObject* namedtuple_fn;        // collections.namedtuple: spec.type of namedtuples
+  PyObject* ordered_dict;         // collections.OrderedDict
+  PyObject* defaultdict;          // collections.defaultdict
+  PyObject* deque;                // collections.deque
+  PyObject* str_fields;           // interned "_fields"
+  PyObject* str_make;             // interned "_make"
+  PyObject* str_asdict;           // interned "_asdict"
+  PyObject* str_maxlen;           // interned "maxlen"
   PyObject* str_default_factory;  // interned "default_factory"
 };
 extern Builtins g_builtins;
@@ -105,8 +105,8 @@ extern std::atomic<bool> g_scalar_registered;
 // True for exact int/float/str/bool/complex while none of them is registered:
 // the common non-container leaves, decided without a hash lookup.
 inline bool IsPlainScalarLeaf(PyTypeObject* t) {
-  return (t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type ||
-          t == &PyBool_Type || t == &PyComplex_Type) &&
+  return (t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type || t == &PyBool_Type ||
+          t == &PyComplex_Type) &&
          !g_scalar_registered.load(std::memory_order_relaxed);
 }
 

@@ -209,8 +209,8 @@ bool WriteDumpable(std::string* out, PyObject* value) {
 // A registration (_SerializeNodeDef: typ, name, to_hook, from_hook) usable
 // natively: a str name other than the placeholder.
 struct NodeDef {
-  Ref def;          // keeps name and hook alive
-  PyObject* name;   // borrowed from def
+  Ref def;         // keeps name and hook alive
+  PyObject* name;  // borrowed from def
   PyObject* to_hook;
 };
 
@@ -220,8 +220,7 @@ bool LookupNodeDef(PyObject* type, NodeDef* out) {
   if (def == nullptr && PyErr_Occurred()) return false;
   if (def != nullptr && PyTuple_Check(def) && PyTuple_GET_SIZE(def) == 4) {
     PyObject* name = PyTuple_GET_ITEM(def, 1);
-    if (PyUnicode_CheckExact(name) &&
-        PyUnicode_Compare(name, g_serial.no_name) != 0) {
+    if (PyUnicode_CheckExact(name) && PyUnicode_Compare(name, g_serial.no_name) != 0) {
       out->def = Ref::Borrow(def);
       out->name = name;
       out->to_hook = PyTuple_GET_ITEM(def, 2);

@@ -39,12 +39,12 @@ struct SerializationState {
   PyObject* namedtuple_serialize;            // builtin hooks, recognised by identity
   PyObject* namedtuple_deserialize;
   PyObject* defaultdict_serialize;
-  PyObject* enum_object_hook;                // json object_hook of hookless contexts
-  PyObject* fallback_dumps;                  // reference treespec_dumps(spec, protocol)
-  PyObject* fallback_loads;                  // reference loads, uncached
-  PyObject* serialize_node_def;              // (type) -> _SerializeNodeDef or raises
-  PyObject* context_json;                    // (context) -> json.dumps(ctx, EnumEncoder)
-  PyObject* dumpable_json;                   // (value) -> json of asdict'ed value
+  PyObject* enum_object_hook;    // json object_hook of hookless contexts
+  PyObject* fallback_dumps;      // reference treespec_dumps(spec, protocol)
+  PyObject* fallback_loads;      // reference loads, uncached
+  PyObject* serialize_node_def;  // (type) -> _SerializeNodeDef or raises
+  PyObject* context_json;        // (context) -> json.dumps(ctx, EnumEncoder)
+  PyObject* dumpable_json;       // (value) -> json of asdict'ed value
 };
 extern SerializationState g_serial;
 

@@ -128,7 +128,7 @@ Py_hash_t ContextHash(SpecView v, std::int64_t i) {
     case NodeKind::kDict:
     case NodeKind::kOrderedDict:
       return key_tuple_hash(items);  // tuple(keys)
-    case NodeKind::kDefaultDict: {  // (default_factory, tuple(keys))
+    case NodeKind::kDefaultDict: {   // (default_factory, tuple(keys))
       Py_hash_t pair[2] = {PyObject_Hash(items[0]), key_tuple_hash(items + 1)};
       if (pair[0] == -1 || pair[1] == -1) return -1;
       return TupleHash(pair, 2);

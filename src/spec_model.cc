@@ -1,9 +1,9 @@
 // What a spec node means in torch's terms: its `type` and `context`, and the
 // TreeSpec(type, context, children_specs) constructor that goes the other way.
+#include "spec_model.h"
+
 #include <string>
 #include <vector>
-
-#include "spec_model.h"
 
 #include "children.h"
 #include "intern.h"
@@ -87,8 +87,7 @@ bool AddRootItems(SpecBuilder* b, NodeKind kind, PyObject* type, PyObject* conte
     case NodeKind::kTuple:
     case NodeKind::kList:
       if (context != Py_None) {
-        PyErr_Format(PyExc_ValueError, "TreeSpec: a %R node has no context, got %R", type,
-                     context);
+        PyErr_Format(PyExc_ValueError, "TreeSpec: a %R node has no context, got %R", type, context);
         return false;
       }
       return true;
@@ -112,9 +111,8 @@ bool AddRootItems(SpecBuilder* b, NodeKind kind, PyObject* type, PyObject* conte
       return AddKeys(b, type, PySequence_Fast_ITEMS(context)[1], arity);
     }
     case NodeKind::kNamedTuple: {
-      int ok = PyType_Check(context)
-                   ? IsNamedTupleClass(reinterpret_cast<PyTypeObject*>(context))
-                   : 0;
+      int ok =
+          PyType_Check(context) ? IsNamedTupleClass(reinterpret_cast<PyTypeObject*>(context)) : 0;
       if (ok < 0) return false;
       if (!ok) {
         PyErr_Format(PyExc_ValueError,
@@ -147,15 +145,24 @@ bool AddRootItems(SpecBuilder* b, NodeKind kind, PyObject* type, PyObject* conte
 PyObject* NodeType(SpecView v, std::int64_t i) {
   const Node& n = v.nodes[i];
   switch (n.kind) {
-    case NodeKind::kLeaf: return NewRef(Py_None);
-    case NodeKind::kTuple: return NewRef(reinterpret_cast<PyObject*>(&PyTuple_Type));
-    case NodeKind::kList: return NewRef(reinterpret_cast<PyObject*>(&PyList_Type));
-    case NodeKind::kDict: return NewRef(reinterpret_cast<PyObject*>(&PyDict_Type));
-    case NodeKind::kNamedTuple: return NewRef(g_builtins.namedtuple_fn);
-    case NodeKind::kOrderedDict: return NewRef(g_builtins.ordered_dict);
-    case NodeKind::kDefaultDict: return NewRef(g_builtins.defaultdict);
-    case NodeKind::kDeque: return NewRef(g_builtins.deque);
-    case NodeKind::kCustom: return NewRef(v.items[n.ctx]);
+    case NodeKind::kLeaf:
+      return NewRef(Py_None);
+    case NodeKind::kTuple:
+      return NewRef(reinterpret_cast<PyObject*>(&PyTuple_Type));
+    case NodeKind::kList:
+      return NewRef(reinterpret_cast<PyObject*>(&PyList_Type));
+    case NodeKind::kDict:
+      return NewRef(reinterpret_cast<PyObject*>(&PyDict_Type));
+    case NodeKind::kNamedTuple:
+      return NewRef(g_builtins.namedtuple_fn);
+    case NodeKind::kOrderedDict:
+      return NewRef(g_builtins.ordered_dict);
+    case NodeKind::kDefaultDict:
+      return NewRef(g_builtins.defaultdict);
+    case NodeKind::kDeque:
+      return NewRef(g_builtins.deque);
+    case NodeKind::kCustom:
+      return NewRef(v.items[n.ctx]);
   }
   CPYTREE_CHECK(false, nullptr);
 }
@@ -226,18 +233,17 @@ PyObject* MakeSpec(PyObject* type, PyObject* context, PyObject* children) {
   for (Py_ssize_t k = 0; k < arity; ++k) {
     AppendSpec(&b, PySequence_Fast_ITEMS(seq.get())[k], &leaves, &count);
   }
-  b.nodes.push_back(
-      internal::MakeNode(kind, static_cast<std::uint32_t>(arity), 0, leaves, count));
+  b.nodes.push_back(internal::MakeNode(kind, static_cast<std::uint32_t>(arity), 0, leaves, count));
   return InternView(b.View());
 }
 
 // One torch node being converted: its children (a private snapshot) and
 // what its engine node needs once they are all appended.
 struct TorchFrame {
-  Ref children;        // tuple of the node's `_children`
-  Py_ssize_t next;     // the next child to convert
+  Ref children;     // tuple of the node's `_children`
+  Py_ssize_t next;  // the next child to convert
   NodeKind kind;
-  std::uint32_t ctx;   // index of the node's first item (pre-order)
+  std::uint32_t ctx;  // index of the node's first item (pre-order)
   std::int64_t leaves;
   std::int64_t count;
 };
@@ -265,8 +271,8 @@ PyObject* FromTorchSpec(PyObject* root) {
     Ref type(PyObject_GetAttrString(obj, "type"));
     if (!type) return false;
     if (type.get() == Py_None) {
-      b.nodes.push_back(internal::MakeNode(NodeKind::kLeaf, 0,
-                                           static_cast<std::uint32_t>(b.items.size()), 1, 1));
+      b.nodes.push_back(
+          internal::MakeNode(NodeKind::kLeaf, 0, static_cast<std::uint32_t>(b.items.size()), 1, 1));
       *leaves += 1;
       *count += 1;
       return true;
@@ -300,8 +306,9 @@ PyObject* FromTorchSpec(PyObject* root) {
       if (!enter(child)) return nullptr;  // may grow the stack: f is not used after
       continue;
     }
-    Node n = internal::MakeNode(f.kind, static_cast<std::uint32_t>(PyTuple_GET_SIZE(f.children.get())),
-                                f.ctx, f.leaves, f.count);
+    Node n =
+        internal::MakeNode(f.kind, static_cast<std::uint32_t>(PyTuple_GET_SIZE(f.children.get())),
+                           f.ctx, f.leaves, f.count);
     b.nodes.push_back(n);
     stack.pop_back();
     if (!stack.empty()) {

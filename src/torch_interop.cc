@@ -24,8 +24,9 @@ PyObject* CoerceSpec(PyObject* obj, const char* what) {
     return obj;
   }
   if (IsTorchSpec(obj)) return FromTorchSpec(obj);
-  PyErr_Format(PyExc_TypeError, "Expected %s to be an instance of PyTreeSpec but got item of type %R.",
-               what, reinterpret_cast<PyObject*>(Py_TYPE(obj)));
+  PyErr_Format(PyExc_TypeError,
+               "Expected %s to be an instance of PyTreeSpec but got item of type %R.", what,
+               reinterpret_cast<PyObject*>(Py_TYPE(obj)));
   return nullptr;
 }
 

@@ -34,8 +34,7 @@ void SpecDealloc(PyObject* self) {
   // A context may hold a spec whose context holds a spec...: freeing a long
   // chain must not recurse once per link on the C stack (the trashcan defers
   // deep deallocations, as CPython's own containers do).
-  Py_TRASHCAN_BEGIN(self, SpecDealloc)
-  if (s->items != nullptr) {
+  Py_TRASHCAN_BEGIN(self, SpecDealloc) if (s->items != nullptr) {
     for (PyObject* o : *s->items) Py_DECREF(o);
     delete s->items;
   }
@@ -259,8 +258,8 @@ PyObject* SpecRichCompare(PyObject* a, PyObject* b, int op) {
 PyObject* SpecNew(PyTypeObject*, PyObject* args, PyObject* kwargs) {
   static const char* kwlist[] = {"type", "context", "children_specs", nullptr};
   PyObject *type, *context, *children;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:TreeSpec", const_cast<char**>(kwlist),
-                                   &type, &context, &children)) {
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:TreeSpec", const_cast<char**>(kwlist), &type,
+                                   &context, &children)) {
     return nullptr;
   }
   return MakeSpec(type, context, children);
@@ -279,8 +278,7 @@ constexpr const char* kLeaves[] = {"leaves"};
 constexpr const char* kTree[] = {"tree"};
 
 // __repr__(self, indent=0), torch's signature; repr() uses tp_repr.
-PyObject* MethodRepr(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
-                     PyObject* kwnames) {
+PyObject* MethodRepr(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const kNames[] = {"indent"};
   PyObject* a[1] = {nullptr};
   if (!ParseArgs("__repr__", args, nargs, kwnames, kNames, 1, 0, a)) return nullptr;
@@ -314,29 +312,37 @@ PyObject* GetClass(PyObject* self, void*) {
 PyObject* GetChildrenPrivate(PyObject* self, void*) { return ChildrenList(self); }
 
 PyGetSetDef kGetSet[] = {
-    {"type", CPYTREE_GUARDED(GetType), nullptr, "The type of the root node (None for a leaf).", nullptr},
+    {"type", CPYTREE_GUARDED(GetType), nullptr, "The type of the root node (None for a leaf).",
+     nullptr},
     {"context", CPYTREE_GUARDED(GetContext), nullptr, "The context of the root node.", nullptr},
     {"num_nodes", CPYTREE_GUARDED(GetNumNodes), nullptr, "Number of nodes in the tree.", nullptr},
-    {"num_leaves", CPYTREE_GUARDED(GetNumLeaves), nullptr, "Number of leaves in the tree.", nullptr},
-    {"num_children", CPYTREE_GUARDED(GetNumChildren), nullptr, "Number of children of the root.", nullptr},
-    {"children_specs", CPYTREE_GUARDED(GetChildrenSpecs), nullptr, "Deprecated: use children().", nullptr},
-    {"_context", CPYTREE_GUARDED(GetContext), nullptr, "torch's private name of context.", nullptr},
-    {"_children", CPYTREE_GUARDED(GetChildrenPrivate), nullptr, "torch's private list of child specs.", nullptr},
-    {"__class__", CPYTREE_GUARDED(GetClass), nullptr, "torch's TreeSpec class while install() is active.",
+    {"num_leaves", CPYTREE_GUARDED(GetNumLeaves), nullptr, "Number of leaves in the tree.",
      nullptr},
+    {"num_children", CPYTREE_GUARDED(GetNumChildren), nullptr, "Number of children of the root.",
+     nullptr},
+    {"children_specs", CPYTREE_GUARDED(GetChildrenSpecs), nullptr, "Deprecated: use children().",
+     nullptr},
+    {"_context", CPYTREE_GUARDED(GetContext), nullptr, "torch's private name of context.", nullptr},
+    {"_children", CPYTREE_GUARDED(GetChildrenPrivate), nullptr,
+     "torch's private list of child specs.", nullptr},
+    {"__class__", CPYTREE_GUARDED(GetClass), nullptr,
+     "torch's TreeSpec class while install() is active.", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
 PyMethodDef kMethods[] = {
-    {"children", CPYTREE_GUARDED(MethodChildren), METH_NOARGS, "children($self, /)\n--\n\nAll child specs."},
+    {"children", CPYTREE_GUARDED(MethodChildren), METH_NOARGS,
+     "children($self, /)\n--\n\nAll child specs."},
     {"child", CPYTREE_GUARDED((OneArg<MethodChild, kIndex>)), METH_FASTCALL | METH_KEYWORDS,
      "child($self, index)\n--\n\nThe child spec at index."},
     {"is_leaf", CPYTREE_GUARDED(MethodIsLeaf), METH_NOARGS,
      "is_leaf($self, /)\n--\n\nWhether the spec is a leaf."},
-    {"unflatten", CPYTREE_GUARDED((OneArg<MethodUnflatten, kLeaves>)), METH_FASTCALL | METH_KEYWORDS,
+    {"unflatten", CPYTREE_GUARDED((OneArg<MethodUnflatten, kLeaves>)),
+     METH_FASTCALL | METH_KEYWORDS,
      "unflatten($self, leaves)\n--\n\nRebuild a pytree from its leaves."},
     {"flatten_up_to", CPYTREE_GUARDED((OneArg<MethodFlattenUpTo, kTree>)),
-     METH_FASTCALL | METH_KEYWORDS, "flatten_up_to($self, tree)\n--\n\nThe subtrees of tree at this spec's leaves."},
+     METH_FASTCALL | METH_KEYWORDS,
+     "flatten_up_to($self, tree)\n--\n\nThe subtrees of tree at this spec's leaves."},
     {"flatten", CPYTREE_GUARDED((OneArg<MethodFlatten, kTree>)), METH_FASTCALL | METH_KEYWORDS,
      "flatten($self, tree)\n--\n\nThe leaves of tree, whose structure must equal this "
      "spec\n(validated in the same pass; ValueError with the key path otherwise)."},
@@ -357,8 +363,9 @@ bool InitTreeSpecType() {
   TreeSpecType.tp_name = "cpytree.TreeSpec";
   TreeSpecType.tp_basicsize = sizeof(TreeSpecObject);
   TreeSpecType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
-  TreeSpecType.tp_doc = "TreeSpec(type, context, children_specs)\n--\n\n"
-                        "The structure of a pytree (interned and immutable).";
+  TreeSpecType.tp_doc =
+      "TreeSpec(type, context, children_specs)\n--\n\n"
+      "The structure of a pytree (interned and immutable).";
   TreeSpecType.tp_dealloc = SpecDealloc;
   TreeSpecType.tp_traverse = SpecTraverse;
   TreeSpecType.tp_repr = CPYTREE_GUARDED(SpecReprMethod);

@@ -37,14 +37,14 @@ struct SpecView {
 // Every PyObject* in it is an owned reference.
 struct SpecBuilder {
   // Produced.
-  std::vector<Node> nodes;         // the spec's nodes, post-order
-  std::vector<PyObject*> items;    // the spec's context items, pre-order
-  std::vector<PyObject*> leaves;   // the leaves found, in order
-  std::vector<PyObject*> paths;    // (KeyPath, leaf) pairs of a flatten with paths
+  std::vector<Node> nodes;        // the spec's nodes, post-order
+  std::vector<PyObject*> items;   // the spec's context items, pre-order
+  std::vector<PyObject*> leaves;  // the leaves found, in order
+  std::vector<PyObject*> paths;   // (KeyPath, leaf) pairs of a flatten with paths
   // Working stacks.
-  std::vector<PyObject*> pending;  // children snapshots of the nodes being visited
-  std::vector<PyObject*> keys;     // dict keys of the nodes being visited (map, spec walks)
-  std::vector<PyObject*> results;  // mapped children awaiting their parent's rebuild (map)
+  std::vector<PyObject*> pending;     // children snapshots of the nodes being visited
+  std::vector<PyObject*> keys;        // dict keys of the nodes being visited (map, spec walks)
+  std::vector<PyObject*> results;     // mapped children awaiting their parent's rebuild (map)
   std::vector<std::int64_t> indices;  // spec walks: child indices being visited
 
   SpecBuilder() = default;
@@ -57,8 +57,8 @@ struct SpecBuilder {
   // True when nothing is held: the state a finished flatten leaves behind
   // (leaves stolen into the result list, nodes and items taken by the spec).
   bool HoldsNothing() const {
-    return items.empty() && leaves.empty() && pending.empty() && paths.empty() &&
-           keys.empty() && results.empty();
+    return items.empty() && leaves.empty() && pending.empty() && paths.empty() && keys.empty() &&
+           results.empty();
   }
   // Whether any array grew past `max_kept` entries (see Trim).
   bool Oversized(std::size_t max_kept) const {
@@ -114,15 +114,14 @@ class ScratchBuilder {
 };
 
 struct TreeSpecObject {
-  PyObject_HEAD
-  PyObject* weakrefs;            // weak references to this spec
-  TreeSpecObject* intern_next;   // next spec in the intern chain of intern_hash
-  std::size_t intern_hash;       // identity-preserving structural hash (intern.h)
-  Py_hash_t eq_hash;             // hash consistent with torch's ==; -1 until computed
-  Py_hash_t torch_hash;          // hash(spec), torch's formula; -1 until computed
-  bool interned;                 // whether the spec is in the intern table
-  std::vector<Node>* nodes;      // post-order, root last; heap-held so the object is POD
-  std::vector<PyObject*>* items; // owned context items, pre-order
+  PyObject_HEAD PyObject* weakrefs;  // weak references to this spec
+  TreeSpecObject* intern_next;       // next spec in the intern chain of intern_hash
+  std::size_t intern_hash;           // identity-preserving structural hash (intern.h)
+  Py_hash_t eq_hash;                 // hash consistent with torch's ==; -1 until computed
+  Py_hash_t torch_hash;              // hash(spec), torch's formula; -1 until computed
+  bool interned;                     // whether the spec is in the intern table
+  std::vector<Node>* nodes;          // post-order, root last; heap-held so the object is POD
+  std::vector<PyObject*>* items;     // owned context items, pre-order
 };
 
 extern PyTypeObject TreeSpecType;
@@ -130,8 +129,7 @@ extern PyTypeObject TreeSpecType;
 inline bool IsTreeSpec(PyObject* o) { return PyObject_TypeCheck(o, &TreeSpecType); }
 
 inline SpecView ViewOf(const TreeSpecObject* s) {
-  return SpecView{s->nodes->data(), static_cast<std::int64_t>(s->nodes->size()),
-                  s->items->data()};
+  return SpecView{s->nodes->data(), static_cast<std::int64_t>(s->nodes->size()), s->items->data()};
 }
 
 // Allocates a spec owning a copy of nodes [begin, end] of `v` and their items.

@@ -80,7 +80,7 @@ namespace {
 // with an exception set.
 template <class LeafAt>
 PyObject* UnflattenWith(SpecView v, LeafAt&& leaf_at) {
-  absl::InlinedVector<PyObject*, 64> stack;  // owned references
+  absl::InlinedVector<PyObject*, 64> stack;                          // owned references
   stack.reserve(static_cast<std::size_t>(v.root().num_leaves) + 8);  // one allocation at most
   std::int64_t next_leaf = 0;
   for (std::int64_t i = 0; i < v.num_nodes; ++i) {
@@ -142,14 +142,14 @@ PyObject* UnflattenChecked(PyObject* spec, PyObject* leaves) {
   });
 }
 
-PyObject* PyTreeUnflatten(PyObject*, PyObject* const* args, Py_ssize_t nargs,
-                          PyObject* kwnames) {
+PyObject* PyTreeUnflatten(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const kNames[] = {"leaves", "treespec"};
   PyObject* a[2] = {nullptr, nullptr};
   if (!ParseArgs("tree_unflatten", args, nargs, kwnames, kNames, 2, 2, a)) return nullptr;
   PyObject* leaves = a[0];
   PyObject* spec = a[1];
-  if (!IsAnySpec(spec) && IsAnySpec(leaves)) std::swap(leaves, spec);  // torch allows (spec, leaves)
+  if (!IsAnySpec(spec) && IsAnySpec(leaves))
+    std::swap(leaves, spec);  // torch allows (spec, leaves)
   Ref engine_spec(CoerceSpec(spec, "`treespec`"));
   if (!engine_spec) return nullptr;
   return UnflattenChecked(engine_spec.get(), leaves);

@@ -50,8 +50,7 @@ class ParseError : public Error {
   const std::string& path() const { return path_; }
 
  private:
-  static std::string Format(const std::string& message, std::size_t byte,
-                            const std::string& path) {
+  static std::string Format(const std::string& message, std::size_t byte, const std::string& path) {
     std::string out = message;
     if (!path.empty()) out += " (at " + path + ")";
     if (byte != kNoPosition) out += " (at byte " + std::to_string(byte) + ")";

@@ -317,7 +317,8 @@ TreeSpec FlattenToSpec(const X& x, LeafVector* leaves) {
   SpecData data;
   if (reuse != nullptr) {
     // Likely the same structure again: size the leaves from it, no counting pass.
-    if (leaves != nullptr) leaves->reserve(static_cast<std::size_t>(reuse->nodes.back().num_leaves));
+    if (leaves != nullptr)
+      leaves->reserve(static_cast<std::size_t>(reuse->nodes.back().num_leaves));
   } else {
     ReserveFor(x, &data, leaves);
   }
@@ -464,9 +465,7 @@ template <class L>
 class Unflattener {
  public:
   Unflattener(const TreeSpec& spec, std::vector<L>* leaves)
-      : nodes_(SpecAccess::Data(spec).nodes.data()),
-        items_(spec.raw_items()),
-        leaves_(leaves) {}
+      : nodes_(SpecAccess::Data(spec).nodes.data()), items_(spec.raw_items()), leaves_(leaves) {}
 
   template <class Y>
   Y Build(std::int64_t i, const KeyPathStep* path) {
@@ -501,8 +500,9 @@ class Unflattener {
         } else {
           want = std::string("a ") + BuiltinTypeName(Tr::kKind) + " node";
         }
-        throw StructureError("expected " + want + ", the spec has " + DescribeNode(n, items_ + n.ctx),
-                             KeyPathStep::Format(path));
+        throw StructureError(
+            "expected " + want + ", the spec has " + DescribeNode(n, items_ + n.ctx),
+            KeyPathStep::Format(path));
       }
       NodeBuilder<L> b(this, i, path);
       Y y = Tr::Build(b);

@@ -71,12 +71,22 @@ namespace internal {
 // Appends `json.dumps(v)` to `out`.
 inline void AppendPyJson(const Value& v, std::string* out) {
   switch (v.type()) {
-    case Value::Type::kNone: out->append("null"); return;
-    case Value::Type::kBool: out->append(v.as_bool() ? "true" : "false"); return;
+    case Value::Type::kNone:
+      out->append("null");
+      return;
+    case Value::Type::kBool:
+      out->append(v.as_bool() ? "true" : "false");
+      return;
     case Value::Type::kInt:
-    case Value::Type::kBigInt: out->append(v.int_text()); return;
-    case Value::Type::kFloat: AppendJsonFloat(out, v.as_float()); return;
-    case Value::Type::kString: AppendJsonString(out, v.as_string()); return;
+    case Value::Type::kBigInt:
+      out->append(v.int_text());
+      return;
+    case Value::Type::kFloat:
+      AppendJsonFloat(out, v.as_float());
+      return;
+    case Value::Type::kString:
+      AppendJsonString(out, v.as_string());
+      return;
     case Value::Type::kList: {
       out->push_back('[');
       bool first = true;
@@ -131,9 +141,13 @@ inline void AppendSchema(const Node* nodes, const Value* items, std::int64_t i, 
   }
   switch (n.kind) {
     case NodeKind::kTuple:
-    case NodeKind::kList: out->append(R"("null")"); break;
+    case NodeKind::kList:
+      out->append(R"("null")");
+      break;
     case NodeKind::kDict:
-    case NodeKind::kOrderedDict: AppendEncodedKeyList(ctx, n.arity, out); break;
+    case NodeKind::kOrderedDict:
+      AppendEncodedKeyList(ctx, n.arity, out);
+      break;
     case NodeKind::kDefaultDict: {
       const Value::List& f = ctx[0].as_list();
       out->append(R"({"default_factory_module": )");
@@ -148,7 +162,9 @@ inline void AppendSchema(const Node* nodes, const Value* items, std::int64_t i, 
       out->append("]}");
       break;
     }
-    case NodeKind::kNamedTuple: AppendJsonString(out, ctx[0].as_string()); break;
+    case NodeKind::kNamedTuple:
+      AppendJsonString(out, ctx[0].as_string());
+      break;
     case NodeKind::kDeque: {
       std::string inner;
       AppendPyJson(ctx[0], &inner);
@@ -252,8 +268,7 @@ class SchemaReader {
       Fail(std::string("\"context\" is not valid JSON text: ") + e.what(), path, ".context");
     }
   }
-  void CheckKeys(const Value& keys, std::size_t arity, const SchemaPath& path,
-                 const char* suffix) {
+  void CheckKeys(const Value& keys, std::size_t arity, const SchemaPath& path, const char* suffix) {
     if (!keys.is_list()) Fail("the keys must be a JSON list, got " + keys.Repr(), path, suffix);
     if (keys.as_list().size() != arity) {
       Fail("the node has " + std::to_string(keys.as_list().size()) + " keys but " +
@@ -261,8 +276,8 @@ class SchemaReader {
            path, suffix);
     }
   }
-  void ReadContext(NodeKind kind, const std::string& type, const Value& context,
-                   std::size_t arity, const SchemaPath& path) {
+  void ReadContext(NodeKind kind, const std::string& type, const Value& context, std::size_t arity,
+                   const SchemaPath& path) {
     std::vector<Value>& items = out_->items;
     switch (kind) {
       case NodeKind::kTuple:
@@ -280,21 +295,22 @@ class SchemaReader {
       }
       case NodeKind::kDefaultDict: {
         if (!context.is_object() || context.as_object().size() != 3) {
-          Fail("the context of collections.defaultdict must be an object with exactly the keys "
-               "default_factory_module, default_factory_name, dict_context",
-               path, ".context");
+          Fail(
+              "the context of collections.defaultdict must be an object with exactly the keys "
+              "default_factory_module, default_factory_name, dict_context",
+              path, ".context");
         }
         const Value* module = context.Find("default_factory_module");
         const Value* name = context.Find("default_factory_name");
         const Value* keys = context.Find("dict_context");
         if (module == nullptr || name == nullptr || keys == nullptr) {
-          Fail("the context of collections.defaultdict must have the keys "
-               "default_factory_module, default_factory_name, dict_context",
-               path, ".context");
+          Fail(
+              "the context of collections.defaultdict must have the keys "
+              "default_factory_module, default_factory_name, dict_context",
+              path, ".context");
         }
         if (!module->is_string() || !name->is_string()) {
-          Fail("default_factory_module and default_factory_name must be strings", path,
-               ".context");
+          Fail("default_factory_module and default_factory_name must be strings", path, ".context");
         }
         CheckKeys(*keys, arity, path, ".context.dict_context");
         items.push_back(Value::MakeList({*module, *name}));
@@ -310,8 +326,7 @@ class SchemaReader {
         return;
       case NodeKind::kDeque: {
         Value maxlen = Decode(context, path);
-        if (!(maxlen.is_none() ||
-              (maxlen.type() == Value::Type::kInt && maxlen.as_int() >= 0))) {
+        if (!(maxlen.is_none() || (maxlen.type() == Value::Type::kInt && maxlen.as_int() >= 0))) {
           Fail("the maxlen of collections.deque must be null or an int >= 0", path, ".context");
         }
         items.push_back(std::move(maxlen));
@@ -456,8 +471,8 @@ class FastSchemaReader {
           }
         }
         if (seen != 7 || !module.is_string() || !name.is_string()) return false;
-        items.push_back(Value::MakeList({Value(module.get_string().value_unsafe()),
-                                         Value(name.get_string().value_unsafe())}));
+        items.push_back(Value::MakeList(
+            {Value(module.get_string().value_unsafe()), Value(name.get_string().value_unsafe())}));
         return AppendKeys(keys, arity);
       }
       case NodeKind::kNamedTuple: {

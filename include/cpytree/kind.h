@@ -66,9 +66,7 @@ constexpr std::size_t NumContextItems(NodeKind kind, std::size_t arity) {
 }
 
 // Index of the first dict key among a node's context items.
-constexpr std::size_t FirstKeyItem(NodeKind kind) {
-  return kind == NodeKind::kDefaultDict ? 1 : 0;
-}
+constexpr std::size_t FirstKeyItem(NodeKind kind) { return kind == NodeKind::kDefaultDict ? 1 : 0; }
 
 // The names of each builtin kind's Python type, in one table: `type_name` is
 // `type.__name__` (torch's TreeSpec repr), `serialized` the protocol-1

@@ -201,9 +201,7 @@ class TreeSpec {
   void RequireKind(bool ok, const char* what) const {
     if (!ok) throw Error(std::string(what) + " called on a spec of kind " + DescribeKind());
   }
-  std::string DescribeKind() const {
-    return is_leaf() ? std::string("leaf") : python_type_name();
-  }
+  std::string DescribeKind() const { return is_leaf() ? std::string("leaf") : python_type_name(); }
   void AppendRepr(std::int64_t i, int indent, std::string* out) const;
   void AppendContextStr(std::int64_t i, std::string* out) const;
   bool Equals(const TreeSpec& other) const;
@@ -254,7 +252,8 @@ inline void CheckContextItems(NodeKind kind, std::size_t arity, const Value* ite
       }
       return;
     case NodeKind::kDeque:
-      if (!(items[0].is_none() || (items[0].type() == Value::Type::kInt && items[0].as_int() >= 0))) {
+      if (!(items[0].is_none() ||
+            (items[0].type() == Value::Type::kInt && items[0].as_int() >= 0))) {
         throw Error("a deque's maxlen must be None or an int >= 0, got " + items[0].Repr());
       }
       return;
@@ -329,8 +328,7 @@ inline std::vector<TreeSpec> TreeSpec::children() const {
 
 inline const Value& TreeSpec::context_item(std::size_t i) const {
   if (i >= num_context_items()) {
-    throw std::out_of_range("TreeSpec::context_item: index " + std::to_string(i) +
-                            " out of range");
+    throw std::out_of_range("TreeSpec::context_item: index " + std::to_string(i) + " out of range");
   }
   return data_->items[root().ctx + i];
 }

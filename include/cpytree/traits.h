@@ -320,9 +320,9 @@ using WithNone = std::conditional_t<LeafTraits<L>::kHasNone, L, std::optional<L>
 // (float and std::optional<float> join to std::optional<float>).
 template <class A, class B>
 struct JoinLeaf {
-  using type = std::conditional_t<
-      std::is_same_v<A, B> || std::is_same_v<A, WithNone<B>>, A,
-      std::conditional_t<std::is_same_v<B, WithNone<A>>, B, MixedLeaves>>;
+  using type =
+      std::conditional_t<std::is_same_v<A, B> || std::is_same_v<A, WithNone<B>>, A,
+                         std::conditional_t<std::is_same_v<B, WithNone<A>>, B, MixedLeaves>>;
 };
 template <>
 struct JoinLeaf<MixedLeaves, MixedLeaves> {
@@ -363,8 +363,9 @@ struct LeafTypeOf<Tree<T>> {
 template <class Y>
 struct LeafTypeOf<std::optional<Y>> {
   using Inner = typename LeafTypeOf<Y>::type;
-  using type = std::conditional_t<std::is_same_v<Inner, NoLeaves> || std::is_same_v<Inner, MixedLeaves>,
-                                  Inner, internal::WithNone<Inner>>;
+  using type =
+      std::conditional_t<std::is_same_v<Inner, NoLeaves> || std::is_same_v<Inner, MixedLeaves>,
+                         Inner, internal::WithNone<Inner>>;
 };
 template <class X>
 struct LeafTypeOf<X, std::enable_if_t<kIsNode<X> && !IsTree<X>::value>> {

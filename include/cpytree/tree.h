@@ -183,7 +183,9 @@ class Tree {
   void AppendText(F& format, std::string* out) const {
     constexpr std::size_t kNoKeys = std::string::npos;
     switch (kind_) {
-      case NodeKind::kLeaf: out->append(format(*leaf_)); return;
+      case NodeKind::kLeaf:
+        out->append(format(*leaf_));
+        return;
       case NodeKind::kTuple:
         out->push_back('(');
         AppendChildren(format, out, kNoKeys);

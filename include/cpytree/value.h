@@ -214,12 +214,24 @@ inline bool DoubleToInt64(double f, std::int64_t* i) {
 
 inline void Value::AppendRepr(std::string* out) const {
   switch (type()) {
-    case Type::kNone: out->append("None"); return;
-    case Type::kBool: out->append(std::get<bool>(data_) ? "True" : "False"); return;
-    case Type::kInt: out->append(std::to_string(std::get<std::int64_t>(data_))); return;
-    case Type::kBigInt: out->append(std::get<BigIntText>(data_).digits); return;
-    case Type::kFloat: internal::AppendPyFloatRepr(out, std::get<double>(data_)); return;
-    case Type::kString: internal::AppendPyStrRepr(out, std::get<std::string>(data_)); return;
+    case Type::kNone:
+      out->append("None");
+      return;
+    case Type::kBool:
+      out->append(std::get<bool>(data_) ? "True" : "False");
+      return;
+    case Type::kInt:
+      out->append(std::to_string(std::get<std::int64_t>(data_)));
+      return;
+    case Type::kBigInt:
+      out->append(std::get<BigIntText>(data_).digits);
+      return;
+    case Type::kFloat:
+      internal::AppendPyFloatRepr(out, std::get<double>(data_));
+      return;
+    case Type::kString:
+      internal::AppendPyStrRepr(out, std::get<std::string>(data_));
+      return;
     case Type::kList: {
       out->push_back('[');
       const List& items = std::get<List>(data_);
@@ -257,10 +269,14 @@ inline void Value::AppendRepr(std::string* out) const {
 inline std::size_t Value::Hash() const {
   using internal::HashMix;
   switch (type()) {
-    case Type::kNone: return 0x6e6f6e65;
-    case Type::kBool: return std::hash<std::int64_t>()(std::get<bool>(data_) ? 1 : 0);
-    case Type::kInt: return std::hash<std::int64_t>()(std::get<std::int64_t>(data_));
-    case Type::kBigInt: return std::hash<std::string>()(std::get<BigIntText>(data_).digits);
+    case Type::kNone:
+      return 0x6e6f6e65;
+    case Type::kBool:
+      return std::hash<std::int64_t>()(std::get<bool>(data_) ? 1 : 0);
+    case Type::kInt:
+      return std::hash<std::int64_t>()(std::get<std::int64_t>(data_));
+    case Type::kBigInt:
+      return std::hash<std::string>()(std::get<BigIntText>(data_).digits);
     case Type::kFloat: {
       double f = std::get<double>(data_);
       std::int64_t i;
@@ -269,7 +285,8 @@ inline std::size_t Value::Hash() const {
       if (f == std::floor(f)) return std::hash<std::string>()(internal::IntegralDoubleText(f));
       return std::hash<double>()(f);
     }
-    case Type::kString: return std::hash<std::string>()(std::get<std::string>(data_));
+    case Type::kString:
+      return std::hash<std::string>()(std::get<std::string>(data_));
     case Type::kList: {
       std::size_t h = 0x6c697374;
       for (const Value& v : std::get<List>(data_)) h = HashMix(h, v.Hash());
@@ -313,16 +330,22 @@ inline bool Value::Equals(const Value& other) const {
   }
   if (a != b) return false;
   switch (a) {
-    case Type::kNone: return true;
-    case Type::kBool: return as_bool() == other.as_bool();
-    case Type::kInt: return as_int() == other.as_int();
-    case Type::kBigInt: return int_text() == other.int_text();
+    case Type::kNone:
+      return true;
+    case Type::kBool:
+      return as_bool() == other.as_bool();
+    case Type::kInt:
+      return as_int() == other.as_int();
+    case Type::kBigInt:
+      return int_text() == other.int_text();
     case Type::kFloat: {
       double x = as_float(), y = other.as_float();
       return x == y || (std::isnan(x) && std::isnan(y));
     }
-    case Type::kString: return as_string() == other.as_string();
-    case Type::kList: return as_list() == other.as_list();
+    case Type::kString:
+      return as_string() == other.as_string();
+    case Type::kList:
+      return as_list() == other.as_list();
     case Type::kObject: {
       const Object& xs = as_object();
       if (xs.size() != other.as_object().size()) return false;

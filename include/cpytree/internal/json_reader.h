@@ -34,17 +34,17 @@
 #ifndef CPYTREE_INTERNAL_JSON_READER_H_
 #define CPYTREE_INTERNAL_JSON_READER_H_
 
+#include <simdjson.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
-#include <simdjson.h>
 
 #include "cpytree/errors.h"
 #include "cpytree/value.h"
@@ -184,12 +184,24 @@ inline constexpr std::size_t kFastObjectMembers = 32;
 inline bool FastValue(simdjson::dom::element e, Value* out) {
   using simdjson::dom::element_type;
   switch (e.type()) {
-    case element_type::NULL_VALUE: *out = Value(); return true;
-    case element_type::BOOL: *out = Value(e.get_bool().value_unsafe()); return true;
-    case element_type::INT64: *out = Value(e.get_int64().value_unsafe()); return true;
-    case element_type::UINT64: *out = Value(e.get_uint64().value_unsafe()); return true;
-    case element_type::DOUBLE: *out = Value(e.get_double().value_unsafe()); return true;
-    case element_type::STRING: *out = Value(e.get_string().value_unsafe()); return true;
+    case element_type::NULL_VALUE:
+      *out = Value();
+      return true;
+    case element_type::BOOL:
+      *out = Value(e.get_bool().value_unsafe());
+      return true;
+    case element_type::INT64:
+      *out = Value(e.get_int64().value_unsafe());
+      return true;
+    case element_type::UINT64:
+      *out = Value(e.get_uint64().value_unsafe());
+      return true;
+    case element_type::DOUBLE:
+      *out = Value(e.get_double().value_unsafe());
+      return true;
+    case element_type::STRING:
+      *out = Value(e.get_string().value_unsafe());
+      return true;
     case element_type::ARRAY: {
       simdjson::dom::array a = e.get_array().value_unsafe();
       Value::List items(a.size());

@@ -42,8 +42,8 @@ static_assert(std::has_unique_object_representations_v<Node>,
 static_assert(std::is_trivially_copyable_v<Node>, "Node arrays are copied with memcpy");
 
 // Makes a node with all padding zeroed.
-inline Node MakeNode(NodeKind kind, std::uint32_t arity, std::uint32_t ctx,
-                     std::int64_t num_leaves, std::int64_t num_nodes) {
+inline Node MakeNode(NodeKind kind, std::uint32_t arity, std::uint32_t ctx, std::int64_t num_leaves,
+                     std::int64_t num_nodes) {
   Node n{};
   n.kind = kind;
   n.arity = arity;
@@ -64,8 +64,7 @@ void ForEachChildReversed(const Node* nodes, std::int64_t i, F&& f) {
 }
 
 // The indices of node `i`'s children, first child first.
-inline void ChildIndices(const Node* nodes, std::int64_t i,
-                         std::vector<std::int64_t>* out) {
+inline void ChildIndices(const Node* nodes, std::int64_t i, std::vector<std::int64_t>* out) {
   out->resize(nodes[i].arity);
   std::size_t k = out->size();
   ForEachChildReversed(nodes, i, [&](std::int64_t c) { (*out)[--k] = c; });

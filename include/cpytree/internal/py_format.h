@@ -139,14 +139,29 @@ inline void AppendJsonCodePoint(std::string* out, std::uint32_t cp) {
     return;
   }
   switch (cp) {
-    case '"': out->append("\\\""); return;
-    case '\\': out->append("\\\\"); return;
-    case '\n': out->append("\\n"); return;
-    case '\r': out->append("\\r"); return;
-    case '\t': out->append("\\t"); return;
-    case '\b': out->append("\\b"); return;
-    case '\f': out->append("\\f"); return;
-    default: break;
+    case '"':
+      out->append("\\\"");
+      return;
+    case '\\':
+      out->append("\\\\");
+      return;
+    case '\n':
+      out->append("\\n");
+      return;
+    case '\r':
+      out->append("\\r");
+      return;
+    case '\t':
+      out->append("\\t");
+      return;
+    case '\b':
+      out->append("\\b");
+      return;
+    case '\f':
+      out->append("\\f");
+      return;
+    default:
+      break;
   }
   if (cp <= 0xFFFF) {
     AppendHexEscape(out, 'u', cp, 4);
