@@ -3,6 +3,10 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 JOBS   ?= 2
+# One build at a time: several checkouts (worktrees) can share one lock file
+# (BUILD_LOCK=/tmp/cpytree-build.lock) so two builds never share the 2 cores.
+BUILD_LOCK ?= build.lock
+export BUILD_LOCK
 CPPBUILD := build/cpp
 
 .PHONY: all setup build floor test test-cpp test-python lint harness bench bench-cpp clean \
@@ -17,7 +21,7 @@ setup:
 # The development build keeps its debug information (install.strip=false) for
 # profiling; wheels are stripped (see `make wheel`).
 build: setup
-	@flock build.lock env CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip install -q --no-build-isolation \
+	@flock $(BUILD_LOCK) env CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip install -q --no-build-isolation \
 	  -C install.strip=false -e .
 
 # The floor instrument (a measuring tool kept outside the product) when present.
@@ -33,8 +37,8 @@ floor:
 test-cpp: setup
 	@$(VENV)/bin/cmake -S . -B $(CPPBUILD) -G Ninja -DCPYTREE_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV))/bin/ninja >/dev/null
-	@flock build.lock $(VENV)/bin/cmake --build $(CPPBUILD) -j $(JOBS)
-	@flock build.lock $(VENV)/bin/ctest --test-dir $(CPPBUILD) --output-on-failure -j $(JOBS)
+	@flock $(BUILD_LOCK) $(VENV)/bin/cmake --build $(CPPBUILD) -j $(JOBS)
+	@flock $(BUILD_LOCK) $(VENV)/bin/ctest --test-dir $(CPPBUILD) --output-on-failure -j $(JOBS)
 
 # C++ micro-benchmark of the header library (Release build of benchmarks/cpp),
 # then the Python engine on the same tree (benchmarks/cpp/engine_compare.py;
@@ -43,7 +47,7 @@ CPPBENCH := build/cpp-bench
 bench-cpp: setup
 	@$(VENV)/bin/cmake -S . -B $(CPPBENCH) -G Ninja -DCPYTREE_BUILD_BENCHMARKS=ON -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV))/bin/ninja >/dev/null
-	@flock build.lock $(VENV)/bin/cmake --build $(CPPBENCH) -j $(JOBS) --target cpytree_bench
+	@flock $(BUILD_LOCK) $(VENV)/bin/cmake --build $(CPPBENCH) -j $(JOBS) --target cpytree_bench
 	@$(CPPBENCH)/benchmarks/cpp/cpytree_bench $(BENCH_CPP_ARGS)
 	@$(PY) benchmarks/cpp/engine_compare.py $(BENCH_CPP_ARGS)
 
@@ -141,10 +145,10 @@ fuzz-setup: setup
 sanitize-build: setup
 	@$(VENV)/bin/cmake -S . -B $(SAN_PY) $(SAN_CMAKE) -DCPYTREE_BUILD_PYTHON=ON \
 	  -Dpybind11_DIR=$$($(PY) -m pybind11 --cmakedir) -DPython_EXECUTABLE=$(abspath $(PY)) >/dev/null
-	@flock build.lock $(VENV)/bin/cmake --build $(SAN_PY) -j $(JOBS) --target _C
+	@flock $(BUILD_LOCK) $(VENV)/bin/cmake --build $(SAN_PY) -j $(JOBS) --target _C
 	@bash scripts/sanitize_site.sh $(SAN_PY) $(SAN_SITE)
 	@$(VENV)/bin/cmake -S . -B $(SAN_CPP) $(SAN_CMAKE) -DCPYTREE_BUILD_TESTS=ON >/dev/null
-	@flock build.lock $(VENV)/bin/cmake --build $(SAN_CPP) -j $(JOBS)
+	@flock $(BUILD_LOCK) $(VENV)/bin/cmake --build $(SAN_CPP) -j $(JOBS)
 
 # Every suite under ASan+UBSan; any report fails the target.
 sanitize: sanitize-build
@@ -215,7 +219,7 @@ sanitize-pythons:
 fuzz-cxx: fuzz-setup
 	@mkdir -p $(FUZZ_DIR)/cxx-corpus $(FUZZ_DIR)/cxx-artifacts
 	@$(PY) tests/fuzz/cxx/make_seeds.py $(FUZZ_DIR)/cxx-seeds
-	@flock build.lock $(CLANGXX) -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
+	@flock $(BUILD_LOCK) $(CLANGXX) -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
 	  -fno-sanitize-recover=undefined -Iinclude tests/fuzz/cxx/loads_fuzzer.cc \
 	  -o $(FUZZ_DIR)/loads_fuzzer
 	@$(FUZZ_DIR)/loads_fuzzer -max_total_time=$(FUZZ_CXX_SECONDS) -dict=tests/fuzz/cxx/protocol1.dict \

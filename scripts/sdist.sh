@@ -23,7 +23,7 @@ echo "sdist: $sdist ($(du -k "$sdist" | cut -f1) KB)"
 check=build/sdist-check
 rm -rf "$check" && mkdir -p "$check"
 echo "sdist: building a wheel from it"
-flock build.lock env CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" \
+flock "${BUILD_LOCK:-build.lock}" env CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" \
   "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$check/wheel" \
   -C build-dir="$check/cmake" "$sdist" 2>&1 | { grep -v "is ignored: it is neither" || true; }
 ls "$check"/wheel/cpytree-*.whl >/dev/null

@@ -40,7 +40,7 @@ strip=true
 raw=$root/raw
 rm -rf "$raw" && mkdir -p "$raw" "$DIST"
 echo "wheel: building for Python $ver (strip=$strip)"
-flock build.lock env CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" \
+flock "${BUILD_LOCK:-build.lock}" env CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" \
   "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$raw" \
   -C build-dir="$root/cmake" -C install.strip=$strip . >&2
 whl=$(ls "$raw"/cpytree-*.whl)
