@@ -18,7 +18,7 @@ import torch.utils._pytree as tp
 
 import cpytree
 import cpytree._torch as ct
-from cpytree._torch import _dynamo, _spec_interop, _versions
+from cpytree._torch import _spec_interop, _versions, dynamo as _dynamo
 
 pytestmark = pytest.mark.skipif(cpytree.ENGINE != "cpp", reason="install() needs the engine")
 

@@ -18,7 +18,7 @@ What install() does, in order (uninstall() undoes each step):
    never expose a spec are ("spec-free" mode).
 3. Functions: each name of `TARGETS` whose cpytree version runs on the C++
    engine replaces torch's module attribute, after Dynamo has been told to
-   trace torch's Python original in its place (`_dynamo.DynamoHooks`), so
+   trace torch's Python original in its place (`dynamo.DynamoHooks`), so
    compiled code traces what it traced before: no new graph breaks.
 4. Import-time bindings: torch modules that did
    `from torch.utils._pytree import tree_map` hold the original function, not
@@ -42,7 +42,7 @@ import warnings
 from types import ModuleType
 from typing import Any
 
-from . import _dynamo, _spec_interop, _versions
+from . import _spec_interop, _versions, dynamo as _dynamo
 from ._follow import TorchRegistryFollower
 from ._patch import Patches, find_bindings, rebind_imports as _rebind_imports
 from ._registry import RegistryMirror
@@ -115,6 +115,8 @@ def status() -> dict[str, Any]:
         "swapped": list(state.swapped),
         "skipped": dict(state.skipped),
         "rebound_imports": state.rebound,
+        # Dynamo layers ("on", or why off); empty until torch._dynamo is imported
+        "dynamo": state.dynamo.layers(),
     }
 
 
@@ -234,13 +236,16 @@ def install(*, rebind_imports: bool = True) -> None:
                 rebound = _rebind_imports(
                     patches, {**replacements, **mirror.wrappers()}, skip=("torch.utils._pytree",)
                 )
-        except BaseException:
+        except BaseException as error:
             cpytree._C._set_known_flattens((), ())
             hooks.remove_all()
             patches.undo()
             mirror.stop()
             if spec_ready:
                 _spec_interop.disable(cpytree)
+            if isinstance(error, _dynamo.DynamoDrift):
+                _dynamo.warn_failed(error)  # torch as shipped, and said once
+                return
             raise
         undo_map = {id(new): (new, old) for old, new in (*replacements.values(),
                                                          *mirror.wrappers().values())}  # fmt: skip

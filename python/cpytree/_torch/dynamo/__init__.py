@@ -1,0 +1,29 @@
+"""What Dynamo needs to know about the functions install() puts into torch.
+
+Every piece of cpytree that touches torch._dynamo lives in this package, and
+every private torch name it reads, writes or patches is listed in
+`_inventory.INVENTORY` (differences between tested torch releases in
+`_inventory.VERSIONS`), checked before the code using it is imported.
+
+Dynamo traces a pytree call inside a compiled function by inlining the
+Python source of `torch.utils._pytree`, and it has fast paths keyed on
+torch's own functions: `tree_map` (and `tree_map_only`, rewritten into it)
+and `tree_map_with_path` run at the VariableTracker level (`call_tree_map`);
+`tree_is_leaf` and `_get_node_type` are answered without tracing. cpytree's
+functions are C, which Dynamo can neither inline nor recognise.
+
+* `_hooks.DynamoHooks`: the lifecycle (applied at once or when Dynamo is
+  first imported, each layer checked against the inventory, taken out
+  exactly by uninstall()).
+* `_substitute`: Dynamo sees torch's original wherever it meets a C function
+  install() swapped in (same bytecodes, same guards), and an engine TreeSpec
+  as the equal torch TreeSpec.
+* `_trackers`: tree_flatten, tree_leaves, tree_structure, tree_unflatten,
+  spec.unflatten and the with-path flatten functions answered from the
+  trackers of builtin containers instead of tracing torch's Python.
+"""
+
+from ._hooks import DynamoDrift, DynamoHooks, warn_failed
+from ._inventory import INVENTORY, VERSIONS
+
+__all__ = ["INVENTORY", "VERSIONS", "DynamoDrift", "DynamoHooks", "warn_failed"]

@@ -1,0 +1,204 @@
+"""`DynamoHooks`: the Dynamo part of install(), applied now or when Dynamo is imported.
+
+Lazy: nothing here imports `torch._dynamo`. `activate()` applies the hooks at
+once when Dynamo is already imported, and otherwise when it is first imported
+(an import watcher on `sys.meta_path` that runs them right after
+`torch._dynamo` finishes executing). torch has no API to unregister;
+`remove_all` deletes exactly the entries that were added (or drops the
+watcher if Dynamo never came).
+
+Before a layer's code is imported, `_inventory.missing(layer)` checks every
+private name it uses against the loaded torch:
+
+* ``trackers`` lacking a name: that layer is left out, with one warning
+  naming what moved. The engine swap stays; compiled code traces torch's own
+  pytree functions, exactly as without install().
+* ``substitute`` or ``spec`` lacking a name: Dynamo cannot be told what the C
+  functions stand for, and compiled code meeting one would break the graph;
+  `DynamoDrift` is raised, which install() turns into undoing itself (with
+  one warning when Dynamo came after install()).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from .._import_watch import ImportWatcher, is_loaded
+from . import _inventory
+
+__all__ = ["DynamoDrift", "DynamoHooks", "warn_failed"]
+
+_DYNAMO = "torch._dynamo"
+
+
+class DynamoDrift(RuntimeError):
+    """The loaded torch lacks private names a required layer of the adapter uses."""
+
+    def __init__(self, names: list[_inventory.Name]) -> None:
+        self.names = names
+        super().__init__("torch has moved " + ", ".join(map(str, names)))
+
+
+class DynamoHooks:
+    """The Dynamo entries install() adds, applied now or when Dynamo is imported.
+
+    Thread safety: install()/uninstall() hold their own lock around every
+    call; `_lock` also covers the watcher's callback, which runs in whatever
+    thread imports torch._dynamo first.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        # id(fast) -> (fast, torch's original): what Dynamo should see instead of fast
+        self._functions: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+        self._spec_type: tuple[type, Callable[[Any], Any]] | None = None
+        self._watcher: ImportWatcher | None = None
+        self._applied = False
+        self._on_failure: Callable[[BaseException], None] | None = None
+        # layer -> "on", or why it is off; empty until applied
+        self._layers: dict[str, str] = {}
+        # (table, key) pairs added to Dynamo's tables, and (object, attribute,
+        # previous value) of the methods patched, for remove_all
+        self._entries: list[tuple[dict[Any, Any], Any]] = []
+        self._patched: list[tuple[Any, str, Any]] = []
+
+    def substitute(self, fast: Callable[..., Any], original: Callable[..., Any]) -> None:
+        """Make Dynamo see torch's Python `original` wherever it meets the C `fast`."""
+        self._functions[id(fast)] = (fast, original)
+
+    def add_spec_type(self, spec_type: type, to_torch: Callable[[Any], Any]) -> None:
+        """Make Dynamo treat instances of `spec_type` as the torch spec `to_torch(spec)`."""
+        self._spec_type = (spec_type, to_torch)
+
+    def layers(self) -> dict[str, str]:
+        """Each layer applied to Dynamo: "on", or why it is off (empty: not yet applied)."""
+        return dict(self._layers)
+
+    def activate(self, on_failure: Callable[[BaseException], None]) -> None:
+        """Apply the entries now if Dynamo is loaded, else when it is first imported.
+
+        `on_failure(error)` runs if applying them later fails (install() then
+        undoes itself: a swapped function Dynamo cannot see through would be
+        a graph break). A failure now raises.
+        """
+        with self._lock:
+            if is_loaded(_DYNAMO):
+                try:
+                    self._apply()
+                except BaseException:
+                    self._remove_entries()
+                    raise
+                return
+            self._on_failure = on_failure
+            self._watcher = ImportWatcher(_DYNAMO, self._apply_late)
+            self._watcher.start()
+
+    def _apply_late(self) -> None:
+        with self._lock:
+            self._drop_watcher()
+            try:
+                self._apply()
+            except Exception as error:  # noqa: BLE001 - reported, and install() undone
+                self._remove_entries()
+                if self._on_failure is not None:
+                    self._on_failure(error)
+
+    def _drop_watcher(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+
+    def _apply(self) -> None:
+        if self._applied:
+            return
+        self._applied = True
+        required = ["substitute"] if self._functions else []
+        required += ["spec"] if self._spec_type is not None else []
+        moved = [name for layer in required for name in _inventory.missing(layer)]
+        if moved:
+            raise DynamoDrift(moved)
+        fast_class: type | None = None
+        fast_names: frozenset[str] = frozenset()
+        trackers_moved = _inventory.missing("trackers")
+        if trackers_moved:
+            self._layers["trackers"] = "off: torch moved " + ", ".join(map(str, trackers_moved))
+            _warn_trackers_off(trackers_moved)
+        else:
+            from . import _trackers
+
+            fast_class, fast_names = _trackers.PytreeFunctionVariable, _trackers.FAST_FUNCTIONS
+            self._layers["trackers"] = "on"
+        from . import _substitute
+
+        if self._functions:
+            _substitute.apply_functions(self, self._functions, fast_class, fast_names)
+            self._layers["substitute"] = "on"
+        if self._spec_type is not None:
+            _substitute.apply_spec_type(self, *self._spec_type)
+            self._layers["spec"] = "on"
+
+    def add(self, table: dict[Any, Any], key: Any, value: Any) -> None:
+        """Add `key` to one of Dynamo's tables (refused if torch has a rule for it)."""
+        if key in table:
+            raise ValueError(f"Dynamo already has a rule for {key!r}")
+        table[key] = value
+        self._entries.append((table, key))
+
+    def patch(self, owner: Any, name: str, value: Any) -> None:
+        """Replace attribute `name` of a Dynamo class (put back by remove_all)."""
+        self._patched.append((owner, name, vars(owner).get(name)))
+        setattr(owner, name, value)
+
+    def _remove_entries(self) -> None:
+        for table, key in reversed(self._entries):
+            table.pop(key, None)
+        self._entries.clear()
+        for owner, name, previous in reversed(self._patched):
+            if previous is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, previous)
+        self._patched.clear()
+        self._layers.clear()
+        if _substitute_loaded():
+            from . import _substitute
+
+            _substitute.clear()
+
+    def remove_all(self) -> None:
+        """Delete every entry this object added to Dynamo (or stop waiting for Dynamo)."""
+        with self._lock:
+            self._drop_watcher()
+            self._remove_entries()
+            self._functions.clear()
+            self._spec_type = None
+            self._applied = False
+
+
+def _substitute_loaded() -> bool:
+    return f"{__package__}._substitute" in sys.modules
+
+
+def _warn_trackers_off(moved: list[_inventory.Name]) -> None:
+    warnings.warn(
+        "cpytree.install(): torch has moved names cpytree's Dynamo fast paths use ("
+        + ", ".join(map(str, moved))
+        + "); those fast paths are off, compiled code traces torch's own pytree "
+        "functions as without install(). The C engine stays installed.",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+
+
+def warn_failed(error: BaseException) -> None:
+    """What a user sees when Dynamo's import could not take the hooks."""
+    warnings.warn(
+        f"cpytree.install(): torch._dynamo could not be told about cpytree's functions "
+        f"({type(error).__name__}: {error}); install() was undone, torch is as shipped.",
+        RuntimeWarning,
+        stacklevel=2,
+    )

@@ -1,0 +1,390 @@
+"""Pytree calls on builtin containers answered at Dynamo's VariableTracker level.
+
+Imported only once `torch._dynamo` is loaded and `_inventory.missing("trackers")`
+found every name this module uses (it imports them at module level).
+
+With install() active, Dynamo meets torch's `tree_flatten`, `tree_leaves`,
+`tree_structure`, `tree_unflatten`, `tree_flatten_with_path` and
+`tree_leaves_with_path` (and `spec.unflatten` on the specs they return) as
+`PytreeFunctionVariable`s instead of tracing torch's Python bodies bytecode by
+bytecode. When the tree is made only of lists, tuples, dicts, OrderedDicts
+and namedtuples whose structure Dynamo already knows (their
+VariableTrackers), the answer is computed directly from the trackers: the
+leaves are the trackers themselves, the spec is a constant torch TreeSpec,
+key paths are tuples of constant key entries, and unflatten builds new
+container trackers. Anything else (another node type, a registered class,
+leaves that are not a list) falls back to tracing torch's original, unchanged.
+
+Paths and the guards that make them sound. A tree's spec is a function of
+the type of every node, the length of every sequence, the keys (and their
+order) of every mapping, and whether each leaf's type is a registered node.
+* Lists, tuples and namedtuples that came from a source carry the guards
+  Dynamo's builder installed when it wrapped them: TYPE_MATCH and
+  SEQUENCE_LENGTH (a list of another length, or a tuple in its place,
+  fails the guard and recompiles). Trackers built during tracing have no
+  source and need none: their structure is fixed by the traced code.
+* Mappings (dict and OrderedDict, given or built) from a source get
+  DICT_KEYS_MATCH and a key-order guard, the ones Dynamo installs when traced
+  code iterates them (as torch's dict_flatten does); their type is pinned by
+  the TYPE_MATCH of the dict's own wrapping (an OrderedDict in place of a
+  dict recompiles).
+* Every node's type is checked by the trackers' own type guards (TENSOR_MATCH,
+  CONSTANT_MATCH, TYPE_MATCH), and a leaf's being a leaf by a DICT_KEYS_MATCH
+  on `torch.utils._pytree.SUPPORTED_NODES` (tracing torch's code installs it
+  too): registering a type after compiling recompiles.
+* `is_leaf=` (tree_flatten, tree_leaves, tree_structure): the predicate is
+  called on each node, before the node's type is looked at, exactly as
+  torch's traversal calls it; Dynamo traces that call as user code and the
+  guards it installs are the ones tracing torch's traversal gets. A predicate
+  whose result is not a constant at trace time falls back to torch's code.
+* With-path functions (no `is_leaf`): the key entries (SequenceKey(i),
+  MappingKey(k), GetAttrKey(field)) are constants derived from the same
+  structure the guards above pin, so no guard of their own is needed.
+* The spec returned is a constant (specs are immutable), made of torch's own
+  TreeSpec nodes, equal to what torch's tree_structure returns for the tree.
+Every guard installed here is one that tracing torch's original also
+installs on the same source; tracing installs more (a TYPE_MATCH per leaf).
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import torch.utils._pytree as tp
+from torch._dynamo.guards import GuardBuilder, install_guard
+from torch._dynamo.variables import (
+    ConstantVariable,
+    ConstDictVariable,
+    ListVariable,
+    NamedTupleVariable,
+    TupleVariable,
+    UserDefinedObjectVariable,
+    UserFunctionVariable,
+    VariableTracker,
+)
+from torch._dynamo.variables.base import ValueMutationNew
+from torch._dynamo.variables.functions import get_pytree_SUPPORTED_NODES_source
+
+__all__ = ["FAST_FUNCTIONS", "PytreeFunctionVariable"]
+
+# torch.utils._pytree functions answered here.
+FAST_FUNCTIONS = frozenset(
+    {
+        "tree_flatten",
+        "tree_leaves",
+        "tree_structure",
+        "tree_unflatten",
+        "tree_flatten_with_path",
+        "tree_leaves_with_path",
+    }
+)
+_WITH_PATH = frozenset({"tree_flatten_with_path", "tree_leaves_with_path"})
+
+_LEAF_SPEC = tp.treespec_leaf()
+_NAMED = collections.namedtuple
+
+
+class _Fallback(Exception):
+    """This tree is not answered here: trace torch's code."""
+
+
+def _guard_registry() -> None:
+    # What is a node is what torch's registry holds now: any registration
+    # after compiling fails this guard (tracing torch's code installs it too).
+    install_guard(get_pytree_SUPPORTED_NODES_source().make_guard(GuardBuilder.DICT_KEYS_MATCH))
+
+
+class _Walk:
+    """One traversal of a tree of trackers: its leaves (with key paths) and spec."""
+
+    def __init__(self, tx: Any, is_leaf: Any, with_paths: bool) -> None:
+        self.tx = tx
+        self.is_leaf = is_leaf  # a tracker, or None
+        self.with_paths = with_paths
+        self.leaves: list[Any] = []
+        self.paths: list[tuple[Any, ...]] = []
+        self.tree_spec: Any = None  # the spec of the whole tree, once walked
+
+    def _leaf(self, vt: Any, path: tuple[Any, ...]) -> Any:
+        self.leaves.append(vt)
+        if self.with_paths:
+            self.paths.append(path)
+        return _LEAF_SPEC
+
+    def spec(self, vt: Any, path: tuple[Any, ...] = ()) -> Any:
+        """The spec of the tree `vt`, appending its leaves; raises _Fallback."""
+        if self.is_leaf is not None:
+            decided = self.is_leaf.call_function(self.tx, [vt], {})
+            if not decided.is_python_constant():
+                raise _Fallback
+            if decided.as_python_constant():
+                return self._leaf(vt, path)
+        vt = vt.realize()
+        kind = type(vt)
+        if kind is ListVariable or kind is TupleVariable:
+            node_type = list if kind is ListVariable else tuple
+            if vt.python_type() is not node_type:
+                raise _Fallback
+            children = [self.spec(item, (*path, tp.SequenceKey(i))) for i, item in
+                        enumerate(vt.items)]  # fmt: skip
+            return tp.TreeSpec(node_type, None, children)
+        if kind is ConstDictVariable and vt.python_type() is dict:
+            return self._mapping(vt, path)
+        if kind is NamedTupleVariable:
+            cls = vt.tuple_cls
+            if not tp.is_namedtuple_class(cls) or cls in tp.SUPPORTED_NODES:
+                raise _Fallback
+            fields = cls._fields
+            children = [self.spec(item, (*path, tp.GetAttrKey(fields[i]))) for i, item in
+                        enumerate(vt.items)]  # fmt: skip
+            return tp.TreeSpec(_NAMED, cls, children)
+        try:
+            python_type = vt.python_type()
+        except NotImplementedError:
+            raise _Fallback from None
+        if tp.is_namedtuple_class(python_type):
+            raise _Fallback  # a namedtuple Dynamo tracks some other way
+        node = tp.SUPPORTED_NODES.get(python_type)
+        if node is not None:
+            return self._registered(vt, node, path)
+        return self._leaf(vt, path)
+
+    def _mapping(self, vt: Any, path: tuple[Any, ...]) -> Any:
+        if not all(key.vt.is_python_constant() for key in vt.items):
+            raise _Fallback
+        if vt.source is not None:
+            vt.install_dict_keys_match_guard()
+            self.tx.output.guard_on_key_order.add(vt.source)
+        keys = [key.vt.as_python_constant() for key in vt.items]
+        children = [self.spec(value, (*path, tp.MappingKey(k))) for k, value in
+                    zip(keys, vt.items.values(), strict=True)]  # fmt: skip
+        return tp.TreeSpec(dict, keys, children)
+
+    def _registered(self, vt: Any, node: Any, path: tuple[Any, ...]) -> Any:
+        """A registered node (OrderedDict, defaultdict, deque, dataclass, custom).
+
+        Its registered flatten function is traced, as torch's traversal traces
+        it: the guards on what it reads are the ones torch's code gets. Only
+        the traversal around it is not. Key paths: for torch's own kinds the
+        key entries follow from the flatten result (`_derived_keys`), else
+        flatten_with_keys_fn is traced too, as torch's key-path walk does.
+        """
+        children_vt, context = self._call_flatten(node.flatten_fn, vt)
+        if not self.with_paths:
+            children = [self.spec(child, path) for child in children_vt.items]
+            return tp.TreeSpec(node.type, context, children)
+        keys = _derived_keys(node, context, len(children_vt.items))
+        if keys is None:
+            if node.flatten_with_keys_fn is None:
+                raise _Fallback  # torch raises its error
+            pairs_vt, _ = self._call_flatten(node.flatten_with_keys_fn, vt)
+            keys, children_vt = [], pairs_vt
+            for pair in pairs_vt.items:
+                pair = pair.realize()
+                if type(pair) is not TupleVariable or len(pair.items) != 2:
+                    raise _Fallback
+                if not pair.items[0].is_python_constant():
+                    raise _Fallback
+                keys.append(pair.items[0].as_python_constant())
+            children_vt = ListVariable([pair.realize().items[1] for pair in pairs_vt.items])
+        children = [self.spec(child, (*path, key)) for key, child in
+                    zip(keys, children_vt.items, strict=True)]  # fmt: skip
+        return tp.TreeSpec(node.type, context, children)
+
+    def _call_flatten(self, fn: Any, vt: Any) -> tuple[Any, Any]:
+        """(children tracker, constant context) of a traced flatten function."""
+        flat = VariableTracker.build(self.tx, fn).call_function(self.tx, [vt], {}).realize()
+        if type(flat) is not TupleVariable or len(flat.items) != 2:
+            raise _Fallback
+        children_vt, context_vt = (item.realize() for item in flat.items)
+        if type(children_vt) not in (ListVariable, TupleVariable):
+            raise _Fallback
+        if not context_vt.is_python_constant():
+            raise _Fallback
+        return children_vt, context_vt.as_python_constant()
+
+
+def _derived_keys(node: Any, context: Any, count: int) -> list[Any] | None:
+    """The key entries torch's own flatten_with_keys_fn gives, from the flatten context.
+
+    None when the node's function is not one of torch's (then it is traced).
+    """
+    fn = node.flatten_with_keys_fn
+    if fn is None or getattr(fn, "__module__", None) != tp.__name__:
+        return None
+    name = getattr(fn, "__qualname__", "")
+    if name in ("_ordereddict_flatten_with_keys", "_dict_flatten_with_keys"):
+        return [tp.MappingKey(k) for k in context]
+    if name == "_defaultdict_flatten_with_keys":
+        return [tp.MappingKey(k) for k in context[1]]
+    if name in ("_deque_flatten_with_keys", "_list_flatten_with_keys", "_tuple_flatten_with_keys"):
+        return [tp.SequenceKey(i) for i in range(count)]
+    if name == "register_dataclass.<locals>._flatten_fn_with_keys":
+        return [tp.GetAttrKey(k) for k in context[0]]
+    return None
+
+
+def _flatten(tx: Any, args: list[Any], kwargs: dict[str, Any], with_paths: bool) -> _Walk | None:
+    """The finished walk of `tree_*(tree[, is_leaf])`, or None to fall back."""
+    if kwargs.keys() - {"is_leaf"} or not 1 <= len(args) + len(kwargs) <= 2:
+        return None
+    if len(args) == 2:
+        if "is_leaf" in kwargs:
+            return None
+        is_leaf = args[1]
+    elif len(args) == 1:
+        is_leaf = kwargs.get("is_leaf")
+    else:
+        return None
+    if is_leaf is not None and is_leaf.is_constant_none():
+        is_leaf = None
+    if is_leaf is not None and with_paths:
+        return None  # torch calls the predicate twice per node there
+    walk = _Walk(tx, is_leaf, with_paths)
+    try:
+        walk.tree_spec = walk.spec(args[0])
+    except _Fallback:
+        return None
+    _guard_registry()
+    return walk
+
+
+def _build(tx: Any, spec: Any, leaves: list[Any], at: list[int]) -> Any:
+    """Trackers for `spec` filled with `leaves` (consumed from at[0])."""
+    if spec.is_leaf():
+        leaf = leaves[at[0]]
+        at[0] += 1
+        return leaf
+    children = [_build(tx, child, leaves, at) for child in spec.children()]
+    if spec.type is list:
+        return ListVariable(children, mutation_type=ValueMutationNew())
+    if spec.type is tuple:
+        return TupleVariable(children)
+    if spec.type is _NAMED:
+        # Built as user code builds it (Dynamo traces namedtuple's __new__).
+        return VariableTracker.build(tx, spec.context).call_function(tx, children, {})
+    if spec.type is dict:
+        items = {ConstantVariable.create(k): v for k, v in zip(spec.context, children, strict=True)}
+        return ConstDictVariable(items, mutation_type=ValueMutationNew())
+    # Registered: its unflatten function traced, as torch's tree_unflatten does.
+    node = tp.SUPPORTED_NODES[spec.type]
+    args = [ListVariable(children, mutation_type=ValueMutationNew()),
+            VariableTracker.build(tx, spec.context)]  # fmt: skip
+    return VariableTracker.build(tx, node.unflatten_fn).call_function(tx, args, {})
+
+
+def _buildable(spec: Any) -> bool:
+    """Whether `_build` handles every node of `spec`."""
+    stack = [spec]
+    while stack:
+        node = stack.pop()
+        if node.is_leaf():
+            continue
+        if node.type is dict:
+            if not all(ConstantVariable.is_literal(k) for k in node.context):
+                return False
+        elif node.type not in (list, tuple, _NAMED) and node.type not in tp.SUPPORTED_NODES:
+            return False
+        stack.extend(node.children())
+    return True
+
+
+def _unflatten(tx: Any, leaves_vt: Any, spec: Any) -> Any:
+    """Trackers of `tree_unflatten(leaves, spec)`, or None to fall back."""
+    leaves_vt = leaves_vt.realize()
+    if type(leaves_vt) not in (ListVariable, TupleVariable):
+        return None
+    if len(leaves_vt.items) != spec.num_leaves or not _buildable(spec):
+        return None  # torch's code raises the error
+    return _build(tx, spec, list(leaves_vt.items), [0])
+
+
+def _constant_spec(vt: Any) -> Any:
+    """The torch TreeSpec a tracker stands for when it is a constant, else None."""
+    vt = vt.realize()
+    if isinstance(vt, SpecVariable) or (
+        type(vt) is UserDefinedObjectVariable and vt.source is None
+    ):
+        value = vt.value
+        return value if type(value) is tp.TreeSpec else None
+    return None
+
+
+def _with_paths(tx: Any, walk: _Walk) -> Any:
+    """The list of (key path, leaf) pairs, the key entries as constants."""
+    pairs: list[Any] = [
+        TupleVariable([TupleVariable([VariableTracker.build(tx, k) for k in path]), leaf])
+        for path, leaf in zip(walk.paths, walk.leaves, strict=True)
+    ]
+    return ListVariable(pairs, mutation_type=ValueMutationNew())
+
+
+class SpecVariable(UserDefinedObjectVariable):
+    """A constant torch TreeSpec made by a fast path (no source, no guards)."""
+
+    def var_getattr(self, tx: Any, name: str) -> Any:
+        if name == "unflatten":
+            return SpecUnflattenVariable(self)
+        return super().var_getattr(tx, name)
+
+    def tp_getattro_impl(self, tx: Any, name: str) -> Any:  # attribute reads, torch 2.14
+        if name == "unflatten":
+            return SpecUnflattenVariable(self)
+        return super().tp_getattro_impl(tx, name)  # type: ignore[misc]
+
+    def reconstruct(self, codegen: Any) -> None:
+        # A spec that leaves the graph is loaded from a global of the frame.
+        name = codegen.tx.output.install_global_by_id("__cpytree_spec", self.value)
+        codegen.append_output(codegen.create_load_global(name, add=True))
+
+
+class SpecUnflattenVariable(VariableTracker):
+    """`spec.unflatten` of a SpecVariable: answered directly, or traced."""
+
+    def __init__(self, spec_vt: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec_vt = spec_vt
+
+    def call_function(self, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if len(args) == 1 and not kwargs:
+            result = _unflatten(tx, args[0], self.spec_vt.value)
+            if result is not None:
+                return result
+        spec_vt = self.spec_vt
+        return UserDefinedObjectVariable.call_method(spec_vt, tx, "unflatten", args, kwargs)
+
+
+class PytreeFunctionVariable(UserFunctionVariable):
+    """torch's original function, answered directly when the tree allows it.
+
+    Instantiated as UserFunctionVariable: `PytreeFunctionVariable(original, source=...)`.
+    """
+
+    def call_function(self, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        result = self._fast(tx, args, kwargs)
+        if result is not None:
+            return result
+        return super().call_function(tx, args, kwargs)
+
+    def _fast(self, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        name = getattr(self.fn, "__name__", "")
+        if name == "tree_unflatten":
+            if len(args) != 2 or kwargs:
+                return None
+            spec = _constant_spec(args[1])
+            return None if spec is None else _unflatten(tx, args[0], spec)
+        walk = _flatten(tx, args, kwargs, with_paths=name in _WITH_PATH)
+        if walk is None:
+            return None
+        if name == "tree_leaves":
+            return ListVariable(walk.leaves, mutation_type=ValueMutationNew())
+        if name == "tree_leaves_with_path":
+            return _with_paths(tx, walk)
+        spec_vt = SpecVariable(walk.tree_spec)
+        if name == "tree_structure":
+            return spec_vt
+        if name == "tree_flatten_with_path":
+            return TupleVariable([_with_paths(tx, walk), spec_vt])
+        leaves_vt = ListVariable(walk.leaves, mutation_type=ValueMutationNew())
+        return TupleVariable([leaves_vt, spec_vt])
