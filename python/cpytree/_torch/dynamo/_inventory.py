@@ -111,6 +111,8 @@ INVENTORY: tuple[Name, ...] = (
     Name(_V, "UserDefinedObjectVariable.tp_getattro_impl", "patch", "trackers", optional=True),
     Name(_V, "UserFunctionVariable.call_function", "patch", "trackers"),
     Name("torch._dynamo.variables.base", "ValueMutationNew", "call", "trackers"),
+    Name("torch._dynamo.variables.lazy", "LazyVariableTracker.is_realized", "call", "trackers"),
+    Name("torch._dynamo.variables.lazy", "LazyVariableTracker.peek_type", "call", "trackers"),
     Name("torch._dynamo.output_graph", "OutputGraph.guard_on_key_order", "write", "trackers",
          kind="field"),
     Name("torch._dynamo.codegen", "PyCodegen.append_output", "call", "trackers"),

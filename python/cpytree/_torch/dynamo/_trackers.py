@@ -65,6 +65,7 @@ from torch._dynamo.variables import (
 )
 from torch._dynamo.variables.base import ValueMutationNew
 from torch._dynamo.variables.functions import get_pytree_SUPPORTED_NODES_source
+from torch._dynamo.variables.lazy import LazyVariableTracker
 
 __all__ = ["FAST_FUNCTIONS", "PytreeFunctionVariable"]
 
@@ -77,6 +78,7 @@ FAST_FUNCTIONS = frozenset(
         "tree_unflatten",
         "tree_flatten_with_path",
         "tree_leaves_with_path",
+        "tree_map",
     }
 )
 _WITH_PATH = frozenset({"tree_flatten_with_path", "tree_leaves_with_path"})
@@ -320,6 +322,55 @@ def _with_paths(tx: Any, walk: _Walk) -> Any:
     return ListVariable(pairs, mutation_type=ValueMutationNew())
 
 
+def _has_registered_node(vt: Any) -> bool:
+    """Whether a tree holds a node other than list, tuple, dict and namedtuple.
+
+    Realizes only the containers it descends into (torch's call_tree_map
+    realizes them too); other nodes are judged by their type unrealized, so
+    this installs no guard torch's own path would not.
+    """
+    if isinstance(vt, LazyVariableTracker) and not vt.is_realized():
+        peeked = vt.peek_type()
+        if peeked not in (list, tuple, dict) and not tp.is_namedtuple_class(peeked):
+            return peeked in tp.SUPPORTED_NODES
+    vt = vt.realize()
+    kind = type(vt)
+    if kind is ListVariable or kind is TupleVariable or kind is NamedTupleVariable:
+        return any(_has_registered_node(item) for item in vt.items)
+    if kind is ConstDictVariable and vt.python_type() is dict:
+        return any(_has_registered_node(item) for item in vt.items.values())
+    try:
+        python_type = vt.python_type()
+    except NotImplementedError:
+        return False
+    return python_type in tp.SUPPORTED_NODES and python_type not in (list, tuple, dict)
+
+
+def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """`tree_map(f, tree)` over a tree with registered nodes, or None.
+
+    Trees of builtin containers are left to torch's own `call_tree_map`,
+    which answers them at the tracker level already. torch falls back to
+    tracing its whole tree_map on any other node; here the tree is walked
+    as tree_flatten's fast path walks it (same guards), `f` is called on each
+    leaf in order (traced as torch traces it), and the result is built as
+    tree_unflatten's fast path builds it.
+    """
+    if len(args) != 2 or kwargs.keys() - {"is_leaf"}:
+        return None  # several trees: torch's code
+    map_fn, tree = args
+    is_leaf = kwargs.get("is_leaf")
+    if is_leaf is not None and is_leaf.is_constant_none():
+        is_leaf = None
+    if not _has_registered_node(tree):
+        return None
+    walk = _flatten(tx, [tree], {} if is_leaf is None else {"is_leaf": is_leaf}, with_paths=False)
+    if walk is None or not _buildable(walk.tree_spec):
+        return None
+    results = [map_fn.call_function(tx, [leaf], {}) for leaf in walk.leaves]
+    return _build(tx, walk.tree_spec, results, [0])
+
+
 class SpecVariable(UserDefinedObjectVariable):
     """A constant torch TreeSpec made by a fast path (no source, no guards)."""
 
@@ -369,6 +420,8 @@ class PytreeFunctionVariable(UserFunctionVariable):
 
     def _fast(self, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         name = getattr(self.fn, "__name__", "")
+        if name == "tree_map":
+            return _tree_map(tx, args, kwargs)
         if name == "tree_unflatten":
             if len(args) != 2 or kwargs:
                 return None
