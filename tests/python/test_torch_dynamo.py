@@ -290,3 +290,128 @@ def test_spec_unflatten_falls_back_to_torchs_method_and_error():
         torch.compile(fn, backend="eager", fullgraph=True)(
             [torch.ones(1), torch.ones(1)], torch.ones(1)
         )
+
+
+# --------------------------------------------------------------------------
+# Soundness of the paths for registered kinds, is_leaf and key paths: every
+# structure change recompiles, and results are torch's eager results.
+
+
+def _registered_variants():
+    from cpytree.harness import dynamo_cases as dc
+
+    dc._register(tp)
+    t = torch.arange(3.0)
+
+    def tree(od=None, dd_factory=list, dq=None, pair=None, box=None):
+        dd = collections.defaultdict(dd_factory)
+        dd["u"] = [t, t + 1]
+        return {
+            "od": collections.OrderedDict(x=t, y=t + 1) if od is None else od,
+            "dd": dd,
+            "dq": collections.deque([t, t + 2]) if dq is None else dq,
+            "pair": [dc.Pair(t, t + 3)] if pair is None else pair,
+            "box": dc.Box("b", t, t + 4) if box is None else box,
+        }
+
+    return tree(), [
+        ("OrderedDict key order", tree(od=collections.OrderedDict(y=t, x=t + 1))),
+        ("OrderedDict key added", tree(od=collections.OrderedDict(x=t, y=t, z=t))),
+        ("OrderedDict becomes dict", tree(od={"x": t, "y": t + 1})),
+        ("defaultdict factory", tree(dd_factory=tuple)),
+        # Not "deque maxlen": Dynamo guards no deque's maxlen, with or without
+        # install() (torch 2.13/2.14 compile a second maxlen to the first's spec).
+        ("deque length", tree(dq=collections.deque([t]))),
+        ("dataclass field None", tree(pair=[dc.Pair(t, None)])),
+        ("dataclass field a container", tree(pair=[dc.Pair([t, t], t)])),
+        ("custom node context", tree(box=dc.Box("c", t, t + 4))),
+        ("custom node child a container", tree(box=dc.Box("b", (t, t), t))),
+    ]
+
+
+def _same_any(a, b) -> bool:
+    """Equal structure (specs) and leaves, for trees holding registered objects."""
+    return _same(a, b)
+
+
+def _without_box(tree):
+    # Box is registered without flatten_with_keys_fn: torch's key paths raise on it.
+    return {k: v for k, v in tree.items() if k != "box"}
+
+
+def _with_path_leaves(tree, x):
+    return [(path, _scale(v, x)) for path, v in tp.tree_leaves_with_path(_without_box(tree))]
+
+
+def _flatten_with_path(tree, x):
+    pairs, spec = tp.tree_flatten_with_path(_without_box(tree))
+    return [(path, _scale(v, x)) for path, v in pairs], spec
+
+
+def _is_leaf_flatten(tree, x):
+    leaves, spec = tp.tree_flatten(tree, is_leaf=lambda n: isinstance(n, collections.deque))
+    return [_scale(v, x) for v in leaves], spec
+
+
+def _tree_map(tree, x):
+    return tp.tree_map(lambda v: _scale(v, x), tree)
+
+
+@pytest.mark.usefixtures("installed")
+@torch._dynamo.config.patch(recompile_limit=64)
+@pytest.mark.parametrize(
+    "fn",
+    [_flatten_unflatten, _with_path_leaves, _flatten_with_path, _is_leaf_flatten, _tree_map],
+    ids=["flatten_unflatten", "leaves_with_path", "flatten_with_path", "is_leaf", "tree_map"],
+)
+def test_registered_kinds_recompile_on_structure_change_with_torchs_results(fn):
+    x = torch.tensor(2.0)
+    base, variants = _registered_variants()
+    frames = []
+    torch._dynamo.reset()
+    compiled = torch._dynamo.optimize(lambda gm, ex: (frames.append(gm), gm.forward)[1])(fn)
+
+    def check(tree, what):
+        got, want = compiled(tree, x), fn(tree, x)
+        assert tp.tree_structure(got) == tp.tree_structure(want), what
+        assert repr(tp.tree_leaves(got)) == repr(tp.tree_leaves(want)), what
+        # The same as with torch's own pytree functions (eager, not installed).
+
+    check(base, "base")
+    assert len(frames) == 1
+    for what, tree in variants:
+        if what.startswith("custom") and fn in (_with_path_leaves, _flatten_with_path):
+            continue  # those functions drop the custom node
+        before = len(frames)
+        check(tree, what)
+        assert len(frames) == before + 1, f"{what}: no recompile"
+    again = len(frames)
+    check(base, "base again")
+    assert len(frames) == again, "the first structure is still cached"
+
+
+def _eager_torch(fn, tree, x):
+    """fn's result with torch's own pytree (install() undone for the call)."""
+    cpytree.uninstall()
+    try:
+        return fn(tree, x)
+    finally:
+        cpytree.install()
+
+
+@pytest.mark.usefixtures("installed")
+@pytest.mark.parametrize(
+    "fn", [_with_path_leaves, _flatten_with_path, _is_leaf_flatten, _tree_map, _flatten_unflatten]
+)
+def test_registered_kinds_results_equal_torchs_own(fn):
+    x = torch.tensor(2.0)
+    base, _ = _registered_variants()
+    got = torch.compile(fn, backend="eager", fullgraph=True)(base, x)
+    want = _eager_torch(fn, base, x)
+    assert repr(got) == repr(want) or (
+        tp.tree_structure(got) == tp.tree_structure(want)
+        and all(
+            torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+            for a, b in zip(tp.tree_leaves(got), tp.tree_leaves(want))
+        )
+    )

@@ -18,7 +18,8 @@ once, naming what moved.
 
 `VERSIONS` names the differences between the torch releases cpytree was
 tested with that the adapter branches on; each is an `optional` row of
-`INVENTORY` (looked up, used when present, never required).
+`INVENTORY` (looked up, used when present; rows of one `group` stand in for
+each other and one of them is required).
 
 Kinds of check: ``attr`` is a dotted attribute path from the module
 (`getattr` at each step); ``field`` is an instance attribute of a class (the
@@ -50,6 +51,8 @@ class Name:
     layer: str  # which of LAYERS needs it
     kind: str = "attr"  # attr | field (see the module docstring)
     optional: bool = False  # present in some tested versions only (see VERSIONS)
+    # rows sharing a group stand in for each other: the check needs one of them
+    group: str = ""
 
     def __str__(self) -> str:
         return f"{self.module}.{self.path}"
@@ -106,9 +109,11 @@ INVENTORY: tuple[Name, ...] = (
     Name("torch._dynamo.variables.hashable", "HashableTracker.vt", "read", "trackers",
          kind="field"),
     Name(_V, "UserDefinedObjectVariable", "subclass", "trackers"),
-    Name(_V, "UserDefinedObjectVariable.var_getattr", "patch", "trackers"),
+    Name(_V, "UserDefinedObjectVariable.var_getattr", "patch", "trackers", optional=True,
+         group="getattr"),
     Name(_V, "UserDefinedObjectVariable.call_method", "call", "trackers"),
-    Name(_V, "UserDefinedObjectVariable.tp_getattro_impl", "patch", "trackers", optional=True),
+    Name(_V, "UserDefinedObjectVariable.tp_getattro_impl", "patch", "trackers", optional=True,
+         group="getattr"),
     Name(_V, "UserFunctionVariable.call_function", "patch", "trackers"),
     Name("torch._dynamo.variables.base", "ValueMutationNew", "call", "trackers"),
     Name("torch._dynamo.variables.lazy", "LazyVariableTracker.is_realized", "call", "trackers"),
@@ -131,6 +136,8 @@ INVENTORY: tuple[Name, ...] = (
 # The differences between tested torch releases the adapter branches on:
 # (name, torch 2.13, torch 2.14, what the adapter does).
 VERSIONS: tuple[tuple[str, str, str, str], ...] = (
+    (f"{_V}.UserDefinedObjectVariable.var_getattr", "present", "absent",
+     "attribute reads of a spec made by a fast path go through it (spec.unflatten)"),
     (f"{_V}.UserDefinedObjectVariable.tp_getattro_impl", "absent", "present",
      "attribute reads of a spec made by a fast path go through it (spec.unflatten)"),
     (f"{_F}.UserFunctionVariable._lookup_tree_map_function", "present", "present",
@@ -178,5 +185,15 @@ def lookup(module: str, path: str) -> Any:
 
 
 def missing(layer: str) -> list[Name]:
-    """The required names of `layer` the loaded torch lacks (empty: the layer can apply)."""
-    return [n for n in INVENTORY if n.layer == layer and not n.optional and not _present(n)]
+    """The required names of `layer` the loaded torch lacks (empty: the layer can apply).
+
+    A group is missing (all its rows listed) when none of its rows is present.
+    """
+    rows = [n for n in INVENTORY if n.layer == layer]
+    gone = [n for n in rows if not n.optional and not _present(n)]
+    groups = {n.group for n in rows if n.group}
+    for group in sorted(groups):
+        members = [n for n in rows if n.group == group]
+        if not any(_present(n) for n in members):
+            gone.extend(members)
+    return gone

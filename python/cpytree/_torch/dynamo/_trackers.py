@@ -53,6 +53,7 @@ from typing import Any
 
 import torch.utils._pytree as tp
 from torch._dynamo.guards import GuardBuilder, install_guard
+from torch._dynamo.source import GlobalSource
 from torch._dynamo.variables import (
     ConstantVariable,
     ConstDictVariable,
@@ -64,6 +65,7 @@ from torch._dynamo.variables import (
     VariableTracker,
 )
 from torch._dynamo.variables.base import ValueMutationNew
+from torch._dynamo.variables.builder import VariableBuilder
 from torch._dynamo.variables.functions import get_pytree_SUPPORTED_NODES_source
 from torch._dynamo.variables.lazy import LazyVariableTracker
 
@@ -273,7 +275,18 @@ def _build(tx: Any, spec: Any, leaves: list[Any], at: list[int]) -> Any:
     node = tp.SUPPORTED_NODES[spec.type]
     args = [ListVariable(children, mutation_type=ValueMutationNew()),
             VariableTracker.build(tx, spec.context)]  # fmt: skip
-    return VariableTracker.build(tx, node.unflatten_fn).call_function(tx, args, {})
+    return _sourced_function(tx, node.unflatten_fn).call_function(tx, args, {})
+
+
+def _sourced_function(tx: Any, fn: Any) -> Any:
+    """A tracker for `fn` reached through a global of the frame.
+
+    A source lets Dynamo follow what the function reads (the class a
+    dataclass unflatten calls, through its closure) as torch's traced
+    registry lookup does; without one it refuses to construct the class.
+    """
+    name = tx.output.install_global_by_id("__cpytree_node_fn", fn)
+    return VariableBuilder(tx, GlobalSource(name))(fn)
 
 
 def _buildable(spec: Any) -> bool:
@@ -322,49 +335,38 @@ def _with_paths(tx: Any, walk: _Walk) -> Any:
     return ListVariable(pairs, mutation_type=ValueMutationNew())
 
 
-def _has_registered_node(vt: Any) -> bool:
-    """Whether a tree holds a node other than list, tuple, dict and namedtuple.
-
-    Realizes only the containers it descends into (torch's call_tree_map
-    realizes them too); other nodes are judged by their type unrealized, so
-    this installs no guard torch's own path would not.
-    """
+def _is_registered_node(vt: Any) -> bool:
+    """Whether `vt` is a registered node other than list, tuple, dict (not realizing it)."""
     if isinstance(vt, LazyVariableTracker) and not vt.is_realized():
-        peeked = vt.peek_type()
-        if peeked not in (list, tuple, dict) and not tp.is_namedtuple_class(peeked):
-            return peeked in tp.SUPPORTED_NODES
-    vt = vt.realize()
-    kind = type(vt)
-    if kind is ListVariable or kind is TupleVariable or kind is NamedTupleVariable:
-        return any(_has_registered_node(item) for item in vt.items)
-    if kind is ConstDictVariable and vt.python_type() is dict:
-        return any(_has_registered_node(item) for item in vt.items.values())
-    try:
-        python_type = vt.python_type()
-    except NotImplementedError:
+        python_type = vt.peek_type()
+    else:
+        try:
+            python_type = vt.python_type()
+        except NotImplementedError:
+            return False
+    if python_type in (list, tuple, dict) or tp.is_namedtuple_class(python_type):
         return False
-    return python_type in tp.SUPPORTED_NODES and python_type not in (list, tuple, dict)
+    return python_type in tp.SUPPORTED_NODES
 
 
 def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """`tree_map(f, tree)` over a tree with registered nodes, or None.
+    """`tree_map(f, tree)` whose root is a registered node, or None.
 
-    Trees of builtin containers are left to torch's own `call_tree_map`,
-    which answers them at the tracker level already. torch falls back to
-    tracing its whole tree_map on any other node; here the tree is walked
-    as tree_flatten's fast path walks it (same guards), `f` is called on each
-    leaf in order (traced as torch traces it), and the result is built as
-    tree_unflatten's fast path builds it.
+    torch answers lists, tuples, dicts and namedtuples at the tracker level
+    (`call_tree_map`) and, at any other registered node, falls back to
+    tracing its whole tree_map on that subtree, through this same tracker:
+    that subtree is answered here instead. It is walked as tree_flatten's
+    fast path walks it (the node's flatten function traced, same guards),
+    `f` is called on each leaf in order (traced as torch traces it), and the
+    result is built as tree_unflatten's fast path builds it. The order in
+    which the graph meets its inputs is torch's.
     """
     if len(args) != 2 or kwargs.keys() - {"is_leaf"}:
         return None  # several trees: torch's code
     map_fn, tree = args
-    is_leaf = kwargs.get("is_leaf")
-    if is_leaf is not None and is_leaf.is_constant_none():
-        is_leaf = None
-    if not _has_registered_node(tree):
-        return None
-    walk = _flatten(tx, [tree], {} if is_leaf is None else {"is_leaf": is_leaf}, with_paths=False)
+    if not _is_registered_node(tree):
+        return None  # torch's call_tree_map
+    walk = _flatten(tx, [tree], kwargs, with_paths=False)
     if walk is None or not _buildable(walk.tree_spec):
         return None
     results = [map_fn.call_function(tx, [leaf], {}) for leaf in walk.leaves]
