@@ -4,46 +4,65 @@ Imported only once `torch._dynamo` is loaded and `_inventory.missing("trackers")
 found every name this module uses (it imports them at module level).
 
 With install() active, Dynamo meets torch's `tree_flatten`, `tree_leaves`,
-`tree_structure`, `tree_unflatten`, `tree_flatten_with_path` and
-`tree_leaves_with_path` (and `spec.unflatten` on the specs they return) as
-`PytreeFunctionVariable`s instead of tracing torch's Python bodies bytecode by
-bytecode. When the tree is made only of lists, tuples, dicts, OrderedDicts
-and namedtuples whose structure Dynamo already knows (their
-VariableTrackers), the answer is computed directly from the trackers: the
-leaves are the trackers themselves, the spec is a constant torch TreeSpec,
-key paths are tuples of constant key entries, and unflatten builds new
-container trackers. Anything else (another node type, a registered class,
-leaves that are not a list) falls back to tracing torch's original, unchanged.
+`tree_structure`, `tree_unflatten`, `tree_flatten_with_path`,
+`tree_leaves_with_path` and `tree_map` (and `spec.unflatten` on the specs
+they return) as `PytreeFunctionVariable`s instead of tracing torch's Python
+traversal bytecode by bytecode. The answer is computed from the trackers:
+the leaves are the trackers themselves, the spec is a constant torch
+TreeSpec, key paths are tuples of constant key entries, and unflatten builds
+new container trackers. Lists, tuples, dicts and namedtuples are read
+directly; any other registered node (OrderedDict, defaultdict, deque,
+dataclasses, custom nodes) by tracing only its registered flatten function,
+and rebuilt by tracing only its unflatten function. Anything else (a
+non-constant context or dict key, an `is_leaf` whose answer is not a
+constant, leaves that are not a list) falls back to tracing torch's
+original, unchanged.
 
 Paths and the guards that make them sound. A tree's spec is a function of
 the type of every node, the length of every sequence, the keys (and their
-order) of every mapping, and whether each leaf's type is a registered node.
+order) of every mapping, each registered node's context, and whether each
+leaf's type is a registered node.
 * Lists, tuples and namedtuples that came from a source carry the guards
   Dynamo's builder installed when it wrapped them: TYPE_MATCH and
   SEQUENCE_LENGTH (a list of another length, or a tuple in its place,
   fails the guard and recompiles). Trackers built during tracing have no
   source and need none: their structure is fixed by the traced code.
-* Mappings (dict and OrderedDict, given or built) from a source get
-  DICT_KEYS_MATCH and a key-order guard, the ones Dynamo installs when traced
-  code iterates them (as torch's dict_flatten does); their type is pinned by
-  the TYPE_MATCH of the dict's own wrapping (an OrderedDict in place of a
-  dict recompiles).
+* Dicts from a source get DICT_KEYS_MATCH and a key-order guard, the ones
+  Dynamo installs when traced code iterates them (as torch's dict_flatten
+  does); their type is pinned by the TYPE_MATCH of their own wrapping.
+* Registered nodes: the node's type by the tracker's TYPE_MATCH; its
+  children and context by whatever tracing its flatten function installs
+  (OrderedDict and defaultdict keys, a dataclass's fields being None or not,
+  a custom node's attributes): exactly what tracing torch's traversal
+  installs, since it traces the same function on the same tracker. The
+  function itself is the registry's entry at compile time; the registry
+  guard below sees a type registered or removed, not a type's functions
+  replaced under the same registration (torch's traced code reads
+  them through its own guarded lookup).
 * Every node's type is checked by the trackers' own type guards (TENSOR_MATCH,
   CONSTANT_MATCH, TYPE_MATCH), and a leaf's being a leaf by a DICT_KEYS_MATCH
   on `torch.utils._pytree.SUPPORTED_NODES` (tracing torch's code installs it
   too): registering a type after compiling recompiles.
-* `is_leaf=` (tree_flatten, tree_leaves, tree_structure): the predicate is
-  called on each node, before the node's type is looked at, exactly as
-  torch's traversal calls it; Dynamo traces that call as user code and the
-  guards it installs are the ones tracing torch's traversal gets. A predicate
-  whose result is not a constant at trace time falls back to torch's code.
+* `is_leaf=` (tree_flatten, tree_leaves, tree_structure, tree_map): the
+  predicate is called on each node, before the node's type is looked at,
+  exactly as torch's traversal calls it; Dynamo traces that call as user
+  code and the guards it installs are the ones tracing torch's traversal
+  gets. A predicate whose result is not a constant falls back.
 * With-path functions (no `is_leaf`): the key entries (SequenceKey(i),
   MappingKey(k), GetAttrKey(field)) are constants derived from the same
   structure the guards above pin, so no guard of their own is needed.
+* tree_map: only a subtree rooted at a registered node other than list,
+  tuple, dict and namedtuple is answered here (torch's `call_tree_map`
+  answers the builtin levels and falls back to this tracker there), with the
+  guards of the flatten path above; `f` is traced on each leaf as torch
+  traces it.
 * The spec returned is a constant (specs are immutable), made of torch's own
   TreeSpec nodes, equal to what torch's tree_structure returns for the tree.
 Every guard installed here is one that tracing torch's original also
-installs on the same source; tracing installs more (a TYPE_MATCH per leaf).
+installs on the same source, except the identity guard on a registered
+unflatten function reached through a global of the frame (torch reaches it
+through its registry instead); tracing installs more (a TYPE_MATCH per leaf,
+guards on each registry lookup), and the suite checks the totals.
 """
 
 from __future__ import annotations
