@@ -129,7 +129,23 @@ INVENTORY: tuple[Name, ...] = (
     Name(_TP, "SequenceKey", "call", "trackers"),
     Name(_TP, "MappingKey", "call", "trackers"),
     Name(_TP, "GetAttrKey", "call", "trackers"),
+    Name(_TP, "NodeDef.flatten_fn", "read", "trackers"),
+    Name(_TP, "NodeDef.unflatten_fn", "read", "trackers"),
     Name(_TP, "NodeDef.flatten_with_keys_fn", "read", "trackers"),
+    # key entries derived from the context for these (matched by name)
+    Name(_TP, "_dict_flatten_with_keys", "read", "trackers"),
+    Name(_TP, "_ordereddict_flatten_with_keys", "read", "trackers"),
+    Name(_TP, "_defaultdict_flatten_with_keys", "read", "trackers"),
+    Name(_TP, "_deque_flatten_with_keys", "read", "trackers"),
+    Name(_TP, "_list_flatten_with_keys", "read", "trackers"),
+    Name(_TP, "_tuple_flatten_with_keys", "read", "trackers"),
+    Name(_TP, "register_dataclass", "read", "trackers"),  # its _flatten_fn_with_keys
+    Name("torch._dynamo.source", "GlobalSource", "call", "trackers"),
+    Name(_B, "VariableBuilder", "call", "trackers"),
+    Name("torch._dynamo.output_graph", "OutputGraph.install_global_by_id", "call", "trackers"),
+    Name("torch._guards", "Source.make_guard", "call", "trackers"),
+    Name(_V, "VariableTracker.source", "read", "trackers", kind="field"),
+    Name(_V, "UserDefinedObjectVariable.value", "read", "trackers", kind="field"),
 )
 # fmt: on
 
