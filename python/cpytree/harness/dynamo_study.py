@@ -97,11 +97,16 @@ def _summary(study: dict[str, Any]) -> str:
     differ = [r["case"] for r in rows if not (r["same_graphs"] and r["same_output"])]
     total_t = sum(r["bytecodes"]["torch"] for r in rows)
     total_c = sum(r["bytecodes"]["cpytree"] for r in rows)
+    wall_t = sum(r["compile_s"]["torch"] for r in rows)
+    wall_c = sum(r["compile_s"]["cpytree"] for r in rows)
+    above_half = sum(r["bytecode_ratio"] > 0.5 for r in rows)
     return (
         f"torch {study['torch_version']}: {len(rows)} cases; bytecodes {total_t} -> {total_c} "
         f"({total_c / max(total_t, 1):.2f}x), worst ratio {worst['bytecode_ratio']:.2f} "
-        f"({worst['case']}); cases with more guards: {len(more_guards)}; graphs or outputs "
-        f"differing: {len(differ)}; install() {study['install_s'] * 1e3:.1f} ms"
+        f"({worst['case']}), {above_half} cases above 0.50x; cases with more guards: "
+        f"{len(more_guards)}; graphs or outputs differing: {len(differ)}; compile wall time "
+        f"{wall_t:.1f} s -> {wall_c:.1f} s ({wall_t / max(wall_c, 1e-9):.1f}x lower); "
+        f"install() {study['install_s'] * 1e3:.1f} ms"
         f"{' (imported torch._dynamo)' if study['install_imported_dynamo'] else ''}"
     )
 
