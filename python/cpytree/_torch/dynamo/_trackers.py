@@ -135,6 +135,10 @@ class _Walk:
             self.paths.append(path)
         return _LEAF_SPEC
 
+    def _at(self, path: tuple[Any, ...], key_type: Any, key: Any) -> tuple[Any, ...]:
+        """The key path of a child (built only when key paths are asked for)."""
+        return (*path, key_type(key)) if self.with_paths else path
+
     def spec(self, vt: Any, path: tuple[Any, ...] = ()) -> Any:
         """The spec of the tree `vt`, appending its leaves; raises _Fallback."""
         if self.is_leaf is not None:
@@ -149,7 +153,7 @@ class _Walk:
             node_type = list if kind is ListVariable else tuple
             if vt.python_type() is not node_type:
                 raise _Fallback
-            children = [self.spec(item, (*path, tp.SequenceKey(i))) for i, item in
+            children = [self.spec(item, self._at(path, tp.SequenceKey, i)) for i, item in
                         enumerate(vt.items)]  # fmt: skip
             return tp.TreeSpec(node_type, None, children)
         if kind is ConstDictVariable and vt.python_type() is dict:
@@ -159,7 +163,7 @@ class _Walk:
             if not tp.is_namedtuple_class(cls) or cls in tp.SUPPORTED_NODES:
                 raise _Fallback
             fields = cls._fields
-            children = [self.spec(item, (*path, tp.GetAttrKey(fields[i]))) for i, item in
+            children = [self.spec(item, self._at(path, tp.GetAttrKey, fields[i])) for i, item in
                         enumerate(vt.items)]  # fmt: skip
             return tp.TreeSpec(_NAMED, cls, children)
         try:
@@ -180,7 +184,7 @@ class _Walk:
             vt.install_dict_keys_match_guard()
             self.tx.output.guard_on_key_order.add(vt.source)
         keys = [key.vt.as_python_constant() for key in vt.items]
-        children = [self.spec(value, (*path, tp.MappingKey(k))) for k, value in
+        children = [self.spec(value, self._at(path, tp.MappingKey, k)) for k, value in
                     zip(keys, vt.items.values(), strict=True)]  # fmt: skip
         return tp.TreeSpec(dict, keys, children)
 
