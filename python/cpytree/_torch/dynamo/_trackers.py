@@ -359,7 +359,12 @@ def _with_paths(tx: Any, walk: _Walk) -> Any:
 
 
 def _is_registered_node(vt: Any) -> bool:
-    """Whether `vt` is a registered node other than list, tuple, dict (not realizing it)."""
+    """Whether `vt` is a registered node torch's `call_tree_map` does not answer itself.
+
+    Those are all but lists, tuples, namedtuples and what Dynamo tracks as a
+    ConstDictVariable (dicts; on torch 2.14 OrderedDicts too). Realizes `vt`
+    only when it is such a node (torch's call_tree_map realizes it too).
+    """
     if isinstance(vt, LazyVariableTracker) and not vt.is_realized():
         python_type = vt.peek_type()
     else:
@@ -369,7 +374,9 @@ def _is_registered_node(vt: Any) -> bool:
             return False
     if python_type in (list, tuple, dict) or tp.is_namedtuple_class(python_type):
         return False
-    return python_type in tp.SUPPORTED_NODES
+    if python_type not in tp.SUPPORTED_NODES:
+        return False
+    return not isinstance(vt.realize(), ConstDictVariable)
 
 
 def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
