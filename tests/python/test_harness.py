@@ -341,6 +341,9 @@ def test_runtime_and_dynamo_sections(tmp_path: Path) -> None:
              "cpytree_pytree_top": [["utils/_pytree.py:1(f)", 3.0, 0.05]], "errors": []},
             {"case": "checkpoint", "what": "ckpt", "torch_us": None, "cpytree_us": None,
              "speedup": None, "errors": ["torch: RuntimeError: boom"]},
+            {"case": "fsdp2-step", "what": "fsdp", "torch_us": 9.0, "cpytree_us": 10.0,
+             "speedup": 0.9, "torch_pytree_calls": 0.0, "torch_pytree_fn_calls": 0.0,
+             "cpytree_pytree_fn_calls": 0.0, "errors": []},
         ],
     }  # fmt: skip
     text = runtime_bench.terminal(rt)
@@ -350,6 +353,7 @@ def test_runtime_and_dynamo_sections(tmp_path: Path) -> None:
     assert "| vmap-dict | 120.0 | 80.0 | 1.50x | - | 12 | 500 | 16 | 36.6% | 6.2% | vmap |" in md
     assert "| checkpoint | - | - | - | - | - | - | - | - | - | ckpt |" in md
     assert "- vmap-dict: pytree 6.2% with install()" in md
+    assert "No pytree call in either mode: fsdp2-step;" in md and "fsdp2-step;" in text
     counts = {"bytecodes": 3000, "guards": 100, "graphs": 1, "graph_breaks": 0}
     t_row = dict(counts, case="flatten_unflatten/dict/10", graph_digest="g", output_digest="o")
     c_row = dict(t_row, bytecodes=120, guards=40)

@@ -207,6 +207,25 @@ def _over(study: dict[str, Any], limit: float = 0.05) -> list[str]:
     return out
 
 
+def _same_code(study: dict[str, Any]) -> list[str]:
+    """The cases that call no pytree function in either mode."""
+    return [
+        r["case"]
+        for r in study["rows"]
+        if r.get("torch_pytree_fn_calls") == 0 and r.get("cpytree_pytree_fn_calls") == 0
+    ]
+
+
+def _same_code_note(study: dict[str, Any]) -> list[str]:
+    same = _same_code(study)
+    if not same:
+        return []
+    return [
+        f"No pytree call in either mode: {', '.join(same)}; install() cannot change these "
+        "paths (the same code runs), so their ratios show the noise of the measurement."
+    ]
+
+
 def terminal(study: dict[str, Any]) -> str:
     table = _table(study)
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
@@ -219,7 +238,7 @@ def terminal(study: dict[str, Any]) -> str:
     ]
     over = [f"OVER 5% {line}" for line in _over(study)]
     errors = [f"ERROR {r['case']} {e}" for r in study["rows"] for e in r["errors"]]
-    return "\n".join([_intro(study), *lines, *over, *errors])
+    return "\n".join([_intro(study), *lines, *_same_code_note(study), *over, *errors])
 
 
 def markdown(study: dict[str, Any]) -> str:
@@ -230,6 +249,7 @@ def markdown(study: dict[str, Any]) -> str:
         "| " + " | ".join(r) + f" | {row['what']} |"
         for r, row in zip(table[1:], study["rows"], strict=True)
     ]
+    md += ["", *_same_code_note(study)] if _same_code(study) else []
     over = _over(study)
     if over:
         md += ["", "Pytree share over 5% with install() (top pytree functions):", ""]
