@@ -20,7 +20,7 @@ PYTHON=${TORCH_PYTHON:-python3}
 TESTS="tests/python/test_torch_install.py tests/python/test_torch_versions.py
   tests/python/test_api_parity.py tests/python/test_serialization.py
   tests/python/test_differential.py tests/python/test_torch_dynamo.py
-  tests/python/test_torch_dynamo_fence.py
+  tests/python/test_torch_dynamo_fence.py tests/python/test_torch_install_paths.py
   tests/python/test_map_only_iter.py tests/python/test_torch_registry_follow.py"
 wheel=$(scripts/wheel.sh "$PYTHON" | tail -1)
 quiet() { "$@" 2>&1 | { grep -v "is ignored: it is neither" || true; }; return "${PIPESTATUS[0]}"; }

@@ -13,6 +13,7 @@
 #include "children.h"
 #include "flatten.h"
 #include "flatten_spec.h"
+#include "paths.h"
 #include "registry.h"
 #include "treespec.h"
 #include "unflatten.h"
@@ -455,6 +456,7 @@ PyObject* PyTreeMapWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs, 
                     &num_rests)) {
     return nullptr;
   }
+  KeyScope scope(KeyFlavor::kOwn);
   ScratchBuilder b;
   std::vector<std::vector<PyObject*>> columns;
   std::vector<PyObject*> results;

@@ -70,6 +70,13 @@ PyMethodDef kModuleMethods[] = {
      "Flattens a pytree into (key path, leaf) pairs and a TreeSpec."},
     {"tree_leaves_with_path", CPYTREE_GUARDED(PyTreeLeavesWithPath), kFastKw,
      "tree_leaves_with_path(tree, is_leaf=None)\n--\n\nThe (key path, leaf) pairs of a pytree."},
+    {"_torch_tree_flatten_with_path", CPYTREE_GUARDED(PyTorchTreeFlattenWithPath), kFastKw,
+     "_torch_tree_flatten_with_path(tree, is_leaf=None)\n--\n\n"
+     "torch.utils._pytree.tree_flatten_with_path on the engine: torch's key classes\n"
+     "(_set_torch_key_types), torch's order of calls (flatten, then key paths)."},
+    {"_torch_tree_leaves_with_path", CPYTREE_GUARDED(PyTorchTreeLeavesWithPath), kFastKw,
+     "_torch_tree_leaves_with_path(tree, is_leaf=None)\n--\n\n"
+     "torch.utils._pytree.tree_leaves_with_path on the engine, with torch's key classes."},
     {"tree_map_with_path", CPYTREE_GUARDED(PyTreeMapWithPath), kFastKw,
      "tree_map_with_path(func, tree, *rests, is_leaf=None)\n--\n\n"
      "Maps func(keypath, leaf, *rest_leaves) over a pytree."},
@@ -89,6 +96,9 @@ PyMethodDef kModuleMethods[] = {
     {"_set_key_types", CPYTREE_GUARDED(PySetKeyTypes), METH_FASTCALL,
      "_set_key_types(SequenceKey, MappingKey, GetAttrKey, /)\n--\n\n"
      "Hands the key entry classes of cpytree._keys to the engine."},
+    {"_set_torch_key_types", CPYTREE_GUARDED(PySetTorchKeyTypes), METH_FASTCALL,
+     "_set_torch_key_types(SequenceKey, MappingKey, GetAttrKey, /)\n--\n\n"
+     "install(): torch.utils._pytree's key entry classes, for _torch_tree_*_with_path."},
     {"_set_constant_types", CPYTREE_GUARDED(PySetConstantTypes), METH_O,
      "_set_constant_types(classes, /)\n--\n\n"
      "Context classes of register_constant nodes (hash(spec) hashes their .value)."},

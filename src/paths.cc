@@ -10,38 +10,57 @@
 namespace cpytree {
 namespace {
 
-// The key classes, set once by cpytree/__init__.py through _set_key_types.
-PyObject* g_sequence_key = nullptr;
-PyObject* g_mapping_key = nullptr;
-PyObject* g_getattr_key = nullptr;
+// A set of key classes and the keys made from them. Two sets exist:
+// cpytree's own (cpytree._keys, set once by cpytree/__init__.py through
+// _set_key_types) and torch's (torch.utils._pytree's, set by
+// _set_torch_key_types when install() swaps torch's with-path functions).
+// Each with-path entry point picks one for its call (KeyScope), per thread.
+// Touched with the GIL held.
+struct KeyClasses {
+  PyObject* sequence = nullptr;
+  PyObject* mapping = nullptr;
+  PyObject* getattr = nullptr;
+  // The single field of each key class when it can be set directly: the
+  // classes are frozen one-field dataclasses whose __init__ only stores the
+  // field, so allocating the object and storing the slot is what calling the
+  // class does, minus the Python frame of the generated __init__ (which made
+  // key paths slower than optree's). Null when the class does not qualify
+  // (then the class is called). Checked once when the set is given.
+  PyObject* sequence_field = nullptr;
+  PyObject* mapping_field = nullptr;
+  PyObject* getattr_field = nullptr;
+  // SequenceKey(i) for i < kCachedIndices, made on first use and kept. Making
+  // a key runs Python code, during which another thread may fill the same
+  // slot: the first key stored stays.
+  static constexpr Py_ssize_t kCachedIndices = 256;
+  PyObject* index_keys[kCachedIndices] = {};
+  // GetAttrKey(name) by exact-str field name, made on first use and kept
+  // (keys are immutable); bounded, so classes made at run time cannot grow it
+  // without end. Cleared when the set is given again.
+  PyObject* field_keys = nullptr;  // dict
+};
 
-// SequenceKey(i) for i < kCachedIndices, made on first use and kept. Touched
-// with the GIL held; making a key runs Python code, during which another
-// thread may fill the same slot: the first key stored stays.
-constexpr Py_ssize_t kCachedIndices = 256;
-PyObject* g_index_keys[kCachedIndices] = {};
+KeyClasses g_own_keys;
+KeyClasses g_torch_keys;
+// The set the with-path operation running on this thread builds from.
+thread_local KeyClasses* t_keys = &g_own_keys;
+
+constexpr Py_ssize_t kMaxFieldKeys = 4096;
 
 bool KeyTypesReady() {
-  if (g_sequence_key != nullptr) return true;
+  if (t_keys->sequence != nullptr) return true;
   PyErr_SetString(PyExc_RuntimeError,
-                  "cpytree._C key types are not set (import cpytree, not cpytree._C)");
+                  t_keys == &g_own_keys
+                      ? "cpytree._C key types are not set (import cpytree, not cpytree._C)"
+                      : "cpytree._C: torch's key types are not set (_set_torch_key_types)");
   return false;
 }
 
-// The single field of each key class when it can be set directly: the
-// classes are frozen one-field dataclasses whose __init__ only stores the
-// field, so allocating the object and storing the slot is what calling the
-// class does, minus the Python frame of the generated __init__ (which made
-// key paths slower than optree's). Null when the class does not qualify
-// (then the class is called). Checked once in _set_key_types.
-PyObject* g_sequence_field = nullptr;
-PyObject* g_mapping_field = nullptr;
-PyObject* g_getattr_field = nullptr;
-
 PyObject* FieldOf(PyObject* cls) {
-  return cls == g_sequence_key  ? g_sequence_field
-         : cls == g_mapping_key ? g_mapping_field
-                                : g_getattr_field;
+  const KeyClasses& k = *t_keys;
+  return cls == k.sequence  ? k.sequence_field
+         : cls == k.mapping ? k.mapping_field
+                            : k.getattr_field;
 }
 
 PyObject* DirectKey(PyObject* cls, PyObject* field, PyObject* arg) {
@@ -88,51 +107,72 @@ PyObject* DirectField(PyObject* cls, PyObject* probe) {
   return name;
 }
 
+// Makes `*k` the classes args[0..2] (SequenceKey, MappingKey, GetAttrKey).
+PyObject* SetKeyClasses(KeyClasses* k, const char* name, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_Format(PyExc_TypeError, "%s(SequenceKey, MappingKey, GetAttrKey)", name);
+    return nullptr;
+  }
+  PyObject** slots[] = {&k->sequence, &k->mapping, &k->getattr};
+  for (int i = 0; i < 3; ++i) {
+    Py_INCREF(args[i]);
+    Py_XSETREF(*slots[i], args[i]);
+  }
+  for (PyObject*& cached : k->index_keys) Py_CLEAR(cached);
+  Py_XSETREF(k->field_keys, PyDict_New());
+  if (k->field_keys == nullptr) return nullptr;
+  Ref probe(PyUnicode_FromString("probe"));
+  if (!probe) return nullptr;
+  Py_XSETREF(k->sequence_field, DirectField(k->sequence, probe.get()));
+  Py_XSETREF(k->mapping_field, DirectField(k->mapping, probe.get()));
+  Py_XSETREF(k->getattr_field, DirectField(k->getattr, probe.get()));
+  Py_RETURN_NONE;
+}
+
 }  // namespace
 
+KeyScope::KeyScope(KeyFlavor flavor) : saved_(t_keys) {
+  t_keys = flavor == KeyFlavor::kTorch ? &g_torch_keys : &g_own_keys;
+}
+
+KeyScope::~KeyScope() { t_keys = static_cast<KeyClasses*>(saved_); }
+
 PyObject* MakeSequenceKey(Py_ssize_t i) {
-  if (i < kCachedIndices && g_index_keys[i] != nullptr) {
-    Py_INCREF(g_index_keys[i]);
-    return g_index_keys[i];
+  KeyClasses& k = *t_keys;
+  if (i < KeyClasses::kCachedIndices && k.index_keys[i] != nullptr) {
+    Py_INCREF(k.index_keys[i]);
+    return k.index_keys[i];
   }
   Ref index(PyLong_FromSsize_t(i));
   if (!index) return nullptr;
-  PyObject* key = CallKeyType(g_sequence_key, index.get());
-  if (key != nullptr && i < kCachedIndices && g_index_keys[i] == nullptr) {
+  PyObject* key = CallKeyType(k.sequence, index.get());
+  if (key != nullptr && i < KeyClasses::kCachedIndices && k.index_keys[i] == nullptr) {
     Py_INCREF(key);
-    g_index_keys[i] = key;
+    k.index_keys[i] = key;
   }
   return key;
 }
 
-PyObject* MakeMappingKey(PyObject* key) { return CallKeyType(g_mapping_key, key); }
+PyObject* MakeMappingKey(PyObject* key) { return CallKeyType(t_keys->mapping, key); }
 
 PyObject* FieldsOf(PyObject* cls) { return PyObject_GetAttr(cls, g_builtins.str_fields); }
-
-namespace {
-// GetAttrKey(name) by exact-str field name, made on first use and kept (keys
-// are immutable, like the cached SequenceKeys). Touched with the GIL held;
-// bounded, so classes made at run time cannot grow it without end. Cleared
-// by _set_key_types.
-PyObject* g_field_keys = nullptr;  // dict
-constexpr Py_ssize_t kMaxFieldKeys = 4096;
-}  // namespace
 
 PyObject* MakeFieldKeyAt(PyObject* fields, Py_ssize_t i) {
   Ref name(PySequence_GetItem(fields, i));
   if (!name) return nullptr;
-  bool cacheable = PyUnicode_CheckExact(name.get()) && g_field_keys != nullptr;
+  KeyClasses& k = *t_keys;
+  bool cacheable = PyUnicode_CheckExact(name.get()) && k.field_keys != nullptr;
   if (cacheable) {
-    PyObject* key = PyDict_GetItemWithError(g_field_keys, name.get());  // str: no user code
+    PyObject* key = PyDict_GetItemWithError(k.field_keys, name.get());  // str: no user code
     if (key != nullptr) {
       Py_INCREF(key);
       return key;
     }
     if (PyErr_Occurred()) return nullptr;
   }
-  PyObject* key = CallKeyType(g_getattr_key, name.get());
-  if (key != nullptr && cacheable && PyDict_GET_SIZE(g_field_keys) < kMaxFieldKeys &&
-      PyDict_SetItem(g_field_keys, name.get(), key) < 0) {
+  PyObject* key = CallKeyType(k.getattr, name.get());
+  if (key != nullptr && cacheable && PyDict_GET_SIZE(k.field_keys) < kMaxFieldKeys &&
+      PyDict_SetItem(k.field_keys, name.get(), key) < 0) {
     Py_DECREF(key);
     return nullptr;
   }
@@ -195,24 +235,11 @@ bool CallFlattenWithKeys(const Registration* reg, PyObject* obj, Ref* keys, Ref*
 }
 
 PyObject* PySetKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 3) {
-    PyErr_SetString(PyExc_TypeError, "_set_key_types(SequenceKey, MappingKey, GetAttrKey)");
-    return nullptr;
-  }
-  PyObject** slots[] = {&g_sequence_key, &g_mapping_key, &g_getattr_key};
-  for (int k = 0; k < 3; ++k) {
-    Py_INCREF(args[k]);
-    Py_XSETREF(*slots[k], args[k]);
-  }
-  for (PyObject*& cached : g_index_keys) Py_CLEAR(cached);
-  Py_XSETREF(g_field_keys, PyDict_New());
-  if (g_field_keys == nullptr) return nullptr;
-  Ref probe(PyUnicode_FromString("probe"));
-  if (!probe) return nullptr;
-  Py_XSETREF(g_sequence_field, DirectField(g_sequence_key, probe.get()));
-  Py_XSETREF(g_mapping_field, DirectField(g_mapping_key, probe.get()));
-  Py_XSETREF(g_getattr_field, DirectField(g_getattr_key, probe.get()));
-  Py_RETURN_NONE;
+  return SetKeyClasses(&g_own_keys, "_set_key_types", args, nargs);
+}
+
+PyObject* PySetTorchKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  return SetKeyClasses(&g_torch_keys, "_set_torch_key_types", args, nargs);
 }
 
 namespace {
@@ -225,6 +252,7 @@ PyObject* PyTreeFlattenWithPath(PyObject*, PyObject* const* args, Py_ssize_t nar
   if (!ParseArgs("tree_flatten_with_path", args, nargs, kwnames, kTreeArgs, 2, 1, a)) {
     return nullptr;
   }
+  KeyScope scope(KeyFlavor::kOwn);
   if (!KeyTypesReady()) return nullptr;
   ScratchBuilder b;
   if (!FlattenWithPathInto(a[0], a[1], b.get())) return nullptr;
@@ -241,10 +269,53 @@ PyObject* PyTreeLeavesWithPath(PyObject*, PyObject* const* args, Py_ssize_t narg
   if (!ParseArgs("tree_leaves_with_path", args, nargs, kwnames, kTreeArgs, 2, 1, a)) {
     return nullptr;
   }
+  KeyScope scope(KeyFlavor::kOwn);
   if (!KeyTypesReady()) return nullptr;
   ScratchBuilder b;
   if (!LeavesWithPathInto(a[0], a[1], b.get())) return nullptr;
   return StealIntoList(&b->paths);
+}
+
+namespace {
+// torch's _generate_key_paths((), tree, is_leaf) with torch's key classes: a
+// new list of (key path, leaf) pairs, or null with an exception.
+PyObject* TorchKeyPaths(PyObject* tree, PyObject* is_leaf) {
+  KeyScope scope(KeyFlavor::kTorch);
+  if (!KeyTypesReady()) return nullptr;
+  ScratchBuilder b;
+  if (!LeavesWithPathInto(tree, is_leaf, b.get())) return nullptr;
+  return StealIntoList(&b->paths);
+}
+}  // namespace
+
+PyObject* PyTorchTreeFlattenWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs,
+                                     PyObject* kwnames) {
+  PyObject* a[2] = {nullptr, nullptr};
+  if (!ParseArgs("tree_flatten_with_path", args, nargs, kwnames, kTreeArgs, 2, 1, a)) {
+    return nullptr;
+  }
+  // torch's two passes in torch's order: tree_flatten(tree, is_leaf) for the
+  // spec (flatten_fn), then the key paths (flatten_with_keys_fn), so user
+  // functions run in the same order and the first error is torch's.
+  Ref spec;
+  {
+    ScratchBuilder b;
+    if (!FlattenInto(a[0], a[1], true, b.get())) return nullptr;
+    spec = Ref(FinishSpec(b.get()));
+    if (!spec) return nullptr;
+  }
+  Ref pairs(TorchKeyPaths(a[0], a[1]));
+  if (!pairs) return nullptr;
+  return PyTuple_Pack(2, pairs.get(), spec.get());
+}
+
+PyObject* PyTorchTreeLeavesWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs,
+                                    PyObject* kwnames) {
+  PyObject* a[2] = {nullptr, nullptr};
+  if (!ParseArgs("tree_leaves_with_path", args, nargs, kwnames, kTreeArgs, 2, 1, a)) {
+    return nullptr;
+  }
+  return TorchKeyPaths(a[0], a[1]);
 }
 
 PyObject* PyKeystr(PyObject*, PyObject* kp) {

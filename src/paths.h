@@ -11,6 +11,24 @@
 
 namespace cpytree {
 
+// Which key classes the with-path operations of this thread build: cpytree's
+// own (cpytree._keys) or torch's (torch.utils._pytree's, for the functions
+// install() swaps into torch). Every with-path entry point opens a scope for
+// its call; the previous choice comes back when it closes, since user code
+// run mid-traversal (is_leaf, flatten_with_keys_fn) may call the other kind.
+enum class KeyFlavor { kOwn, kTorch };
+class KeyScope {
+ public:
+  explicit KeyScope(KeyFlavor flavor);
+  ~KeyScope();
+  KeyScope(const KeyScope&) = delete;
+  KeyScope& operator=(const KeyScope&) = delete;
+
+ private:
+  void* saved_;  // the thread's previous key classes
+};
+
+// The Make*Key functions build keys of the scope's classes.
 // SequenceKey(i) (new reference); small indices are cached (keys are immutable).
 PyObject* MakeSequenceKey(Py_ssize_t i);
 // MappingKey(key) (new reference).
@@ -31,6 +49,10 @@ bool CallFlattenWithKeys(const Registration* reg, PyObject* obj, Ref* keys, Ref*
 
 CPYTREE_FASTCALL(PyTreeFlattenWithPath);  // tree_flatten_with_path(tree, is_leaf=None)
 CPYTREE_FASTCALL(PyTreeLeavesWithPath);   // tree_leaves_with_path(tree, is_leaf=None)
+// torch.utils._pytree's tree_flatten_with_path / tree_leaves_with_path, with
+// torch's key classes and torch's order of user calls (install() swaps them in).
+CPYTREE_FASTCALL(PyTorchTreeFlattenWithPath);
+CPYTREE_FASTCALL(PyTorchTreeLeavesWithPath);
 
 // keystr(kp): the text of a key path.
 PyObject* PyKeystr(PyObject*, PyObject* kp);
@@ -38,6 +60,9 @@ PyObject* PyKeystr(PyObject*, PyObject* kp);
 PyObject* PyKeyGet(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 // _set_key_types(SequenceKey, MappingKey, GetAttrKey): the key entry classes.
 PyObject* PySetKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+// _set_torch_key_types(SequenceKey, MappingKey, GetAttrKey): torch's classes,
+// for PyTorchTreeFlattenWithPath and PyTorchTreeLeavesWithPath.
+PyObject* PySetTorchKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 
 }  // namespace cpytree
 

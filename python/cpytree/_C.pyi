@@ -139,6 +139,21 @@ def _set_key_types(
     GetAttrKey: type[GetAttrKey],
     /,
 ) -> None: ...
+def _set_torch_key_types(
+    SequenceKey: type[Any], MappingKey: type[Any], GetAttrKey: type[Any], /
+) -> None: ...
+def _torch_tree_flatten_with_path(
+    tree: PyTree,
+    is_leaf: Callable[[PyTree], bool] | None = None,
+) -> tuple[list[tuple[tuple[Any, ...], Any]], TreeSpec]:
+    """``torch.utils._pytree.tree_flatten_with_path``, with torch's key classes."""
+
+def _torch_tree_leaves_with_path(
+    tree: PyTree,
+    is_leaf: Callable[[PyTree], bool] | None = None,
+) -> list[tuple[tuple[Any, ...], Any]]:
+    """``torch.utils._pytree.tree_leaves_with_path``, with torch's key classes."""
+
 def _set_constant_types(classes: tuple[type[Any], ...], /) -> None: ...
 def _set_torch_spec_classes(
     TreeSpec: type[Any] | None,

@@ -335,15 +335,25 @@ def test_runtime_and_dynamo_sections(tmp_path: Path) -> None:
         "torch_version": "2.13.0",
         "rows": [
             {"case": "vmap-dict", "what": "vmap", "torch_us": 120.0, "cpytree_us": 80.0,
-             "speedup": 1.5, "torch_pytree_calls": 12.0, "errors": []},
+             "speedup": 1.5, "torch_pytree_calls": 12.0, "torch_pytree_fn_calls": 500.0,
+             "cpytree_pytree_fn_calls": 16.0, "torch_pytree_share": 0.366,
+             "cpytree_pytree_share": 0.062,
+             "cpytree_pytree_top": [["utils/_pytree.py:1(f)", 3.0, 0.05]], "errors": []},
             {"case": "checkpoint", "what": "ckpt", "torch_us": None, "cpytree_us": None,
              "speedup": None, "errors": ["torch: RuntimeError: boom"]},
+            {"case": "fsdp2-step", "what": "fsdp", "torch_us": 9.0, "cpytree_us": 10.0,
+             "speedup": 0.9, "torch_pytree_calls": 0.0, "torch_pytree_fn_calls": 0.0,
+             "cpytree_pytree_fn_calls": 0.0, "errors": []},
         ],
     }  # fmt: skip
     text = runtime_bench.terminal(rt)
     assert "vmap-dict" in text and "1.50x" in text and "ERROR checkpoint torch: Runtime" in text
+    assert "OVER 5% vmap-dict: pytree 6.2% with install(): utils/_pytree.py:1(f) (3/call)" in text
     md = runtime_bench.markdown(rt)
-    assert "| vmap-dict | 120.0 | 80.0 | 1.50x | - | 12 | vmap |" in md
+    assert "| vmap-dict | 120.0 | 80.0 | 1.50x | - | 12 | 500 | 16 | 36.6% | 6.2% | vmap |" in md
+    assert "| checkpoint | - | - | - | - | - | - | - | - | - | ckpt |" in md
+    assert "- vmap-dict: pytree 6.2% with install()" in md
+    assert "No pytree call in either mode: fsdp2-step;" in md and "fsdp2-step;" in text
     counts = {"bytecodes": 3000, "guards": 100, "graphs": 1, "graph_breaks": 0}
     t_row = dict(counts, case="flatten_unflatten/dict/10", graph_digest="g", output_digest="o")
     c_row = dict(t_row, bytecodes=120, guards=40)
@@ -462,18 +472,39 @@ def test_compile_user_model(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 def test_runtime_quick(tmp_path: Path) -> None:
-    """--runtime: every eager path runs in both modes (one process each)."""
-    from cpytree.harness.runtime_bench import CASES
-
+    """--runtime --quick on a local and a distributed case: the structure of
+    the tables and of results.json in both modes, counts beside the times."""
+    cases = ["export-module", "checkpoint", "dtensor-ops"]
     out = tmp_path / "report"
-    proc = _harness("--runtime", "--quick", "--no-plots", "--out", str(out), timeout=600)
+    proc = _harness("--runtime", "--quick", "--no-plots", "--out", str(out),
+                    "--runtime-cases", ",".join(cases), timeout=600)  # fmt: skip
     doc = json.loads((out / "results.json").read_text())
     assert "compile" not in doc and "dynamo" not in doc
-    rows = doc["runtime"]["rows"]
-    assert [r["case"] for r in rows] == list(CASES)
-    for r in rows:
+    rows = {r["case"]: r for r in doc["runtime"]["rows"]}
+    assert list(rows) == cases
+    for r in rows.values():
         assert r["errors"] == [], r["errors"]
         assert r["torch_us"] > 0 and r["cpytree_us"] > 0 and r["speedup"] > 0
-        assert r["torch_pytree_calls"] > 0  # each path calls pytree
+        for mode in ("torch", "cpytree"):
+            assert r[f"{mode}_pytree_fn_calls"] >= r[f"{mode}_pytree_calls"] >= 0
+            assert 0 <= r[f"{mode}_pytree_share"] <= 1
         assert r["case"] in proc.stdout
-    assert "## Runtime: eager torch paths that call pytree" in (out / "report.md").read_text()
+    # The export call checks its input with pytree on every call; the engine
+    # does in one call what torch's Python pytree does in hundreds.
+    export = rows["export-module"]
+    assert export["torch_pytree_calls"] > 0
+    assert export["cpytree_pytree_fn_calls"] < export["torch_pytree_fn_calls"]
+    header = next(line for line in proc.stdout.splitlines() if line.startswith("case "))
+    assert "pytree fn calls" in header and "pytree share" in header
+    report = (out / "report.md").read_text()
+    assert "## Runtime: eager torch paths that call pytree" in report
+    assert "| dtensor-ops |" in report
+
+
+def test_runtime_unknown_case(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "cpytree.harness", "--runtime", "--runtime-cases", "nope",
+         "--out", str(tmp_path)],
+        capture_output=True, text=True, env=_env(), timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "unknown runtime case(s): nope" in proc.stderr

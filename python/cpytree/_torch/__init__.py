@@ -57,12 +57,14 @@ SPEC = "spec"  # returns or takes a TreeSpec: needs the engine's spec interop
 # maps torch's `tree_is_leaf` to a special variable by the object found at
 # `torch.utils._pytree.tree_is_leaf` when it (re)builds its rule table, which
 # `torch.distributed.init_process_group` triggers at any time; the function
-# is one dict lookup, so swapping it buys nothing worth that hazard. The
-# with-path functions (`tree_flatten_with_path`, `tree_leaves_with_path`,
-# `tree_map_with_path`) are absent too: torch code matches their key entries
-# with isinstance against torch's SequenceKey/MappingKey/GetAttrKey, and the
-# engine's are always cpytree's own classes (`_C._set_key_types` in
-# cpytree/__init__.py), so they could never be swapped.
+# is one dict lookup, so swapping it buys nothing worth that hazard.
+# `tree_flatten_with_path` and `tree_leaves_with_path` are the engine's
+# `_torch_tree_*_with_path` (`ENGINE_NAMES`): they build torch's own key
+# classes (torch code matches key entries with isinstance against torch's
+# SequenceKey/MappingKey/GetAttrKey; the engine's public with-path functions
+# build cpytree's) and call user functions in torch's order. export's module
+# checks every call's inputs with `tree_flatten_with_path`. `tree_map_with_path`
+# stays torch's (it calls the swapped `tree_flatten_with_path`).
 TARGETS: tuple[tuple[str, str, str], ...] = (
     ("torch.utils._pytree", "tree_leaves", FREE),
     ("torch.utils._pytree", "tree_iter", FREE),
@@ -74,8 +76,16 @@ TARGETS: tuple[tuple[str, str, str], ...] = (
     ("torch.utils._pytree", "tree_flatten", SPEC),
     ("torch.utils._pytree", "tree_structure", SPEC),
     ("torch.utils._pytree", "tree_unflatten", SPEC),
+    ("torch.utils._pytree", "tree_flatten_with_path", SPEC),
+    ("torch.utils._pytree", "tree_leaves_with_path", FREE),
     ("torch.fx._pytree", "tree_flatten_spec", SPEC),
 )
+
+# TARGETS names whose replacement is an engine function of another name.
+ENGINE_NAMES = {
+    "tree_flatten_with_path": "_torch_tree_flatten_with_path",
+    "tree_leaves_with_path": "_torch_tree_leaves_with_path",
+}
 
 _ENV_VAR = "CPYTREE_INSTALL"
 _LOCK = threading.RLock()  # held by install() and uninstall() for their whole run
@@ -201,6 +211,8 @@ def install(*, rebind_imports: bool = True) -> None:
         try:
             mirror.start(patches)
             cpytree._C._set_known_flattens(*_known_flattens())
+            if hasattr(cpytree._C, "_set_torch_key_types"):
+                cpytree._C._set_torch_key_types(tp.SequenceKey, tp.MappingKey, tp.GetAttrKey)
             originals = {"tree_structure": tp.tree_structure}
             spec_blocker = _spec_interop.enable(cpytree, tp, originals)
             spec_ready = spec_blocker is None
@@ -213,6 +225,8 @@ def install(*, rebind_imports: bool = True) -> None:
                 original = vars(module).get(name)
                 if module is torch.fx._pytree:
                     fast = _fx_tree_flatten_spec(cpytree, module)
+                elif name in ENGINE_NAMES:
+                    fast = getattr(cpytree._C, ENGINE_NAMES[name], None)
                 else:
                     fast = getattr(cpytree, name, None)
                 qualified = f"{module_name}.{name}"

@@ -18,8 +18,11 @@ default `harness-report/`: report.md, results.json, PNG plots):
   Dynamo's bytecodes and guards, graph breaks, outputs, the compiled call's
   time and the pytree time of the compile by calling torch subsystem (no
   zoo, suite or runtime section);
-* `--runtime`: eager torch paths that call pytree (export's module, vmap,
-  grad, checkpoint), per call, with and without install() (`runtime_bench`).
+* `--runtime`: eager torch paths that call pytree (export's module,
+  torch.func, checkpoint, a compiled module's call, transformers generate,
+  DTensor dispatch and an FSDP2 step on 2 gloo ranks of 127.0.0.1), per
+  call, with and without install(), each time beside deterministic pytree
+  call counts and the pytree share of the profile (`runtime_bench`).
 
 Each number of the op tables is the median time per call in microseconds;
 beside it, the ratio to cpytree (time / cpytree's time: above 1 means cpytree
@@ -34,6 +37,7 @@ Usage:
     cpytree-harness --compile --models mlp,nested-io --compile-reps 3
     cpytree-harness --compile --model path/to/mymodel.py:make --quick
     cpytree-harness --runtime
+    cpytree-harness --runtime --runtime-cases dtensor-ops,fsdp2-step
 """
 
 from __future__ import annotations
@@ -106,8 +110,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--runtime",
         action="store_true",
-        help="eager torch paths that call pytree (export, vmap, grad, checkpoint); "
-        "also a section of --compile",
+        help="eager torch paths that call pytree (export, torch.func, checkpoint, compiled "
+        "call, generate, DTensor, FSDP2); also a section of --compile",
+    )
+    p.add_argument(
+        "--runtime-cases", metavar="NAME,...", help="--runtime: cases (default all; --list)"
     )
     p.add_argument("--no-runtime", action="store_true", help="--compile: no runtime section")
     p.add_argument("--compile-reps", type=int, metavar="N", help="--compile: runs per mode")
@@ -142,7 +149,7 @@ def _list(backends: list[backends_mod.Backend]) -> str:
     from .runtime_bench import CASES
 
     out.append("--runtime cases:")
-    out += [f"  {name:<14} {what}" for name, what in CASES.items()]
+    out += [f"  {name:<17} {what}" for name, what in CASES.items()]
     return "\n".join(out)
 
 
@@ -206,7 +213,10 @@ def _runtime(args: argparse.Namespace) -> tuple[dict[str, Any], str, str]:
     from . import runtime_bench
 
     study = runtime_bench.run(
-        reps=1 if args.quick else 3, quick=args.quick, progress=not args.no_progress
+        cases=_split(args.runtime_cases),
+        reps=1 if args.quick else 3,
+        quick=args.quick,
+        progress=not args.no_progress,
     )
     return study, runtime_bench.terminal(study), runtime_bench.markdown(study)
 
@@ -251,6 +261,9 @@ def _run_compile(args: argparse.Namespace, meta: dict[str, Any], t0: float) -> i
         print(
             f"cpytree-harness --{'compile' if args.compile else 'runtime'}: {exc}", file=sys.stderr
         )
+        return 2
+    except KeyError as exc:  # an unknown --runtime-cases name
+        print(f"cpytree-harness: {exc.args[0]}", file=sys.stderr)
         return 2
     meta["machine"] = machine_info()  # torch's version, now that it is imported
     return _finish(args, meta, t0, **report)
