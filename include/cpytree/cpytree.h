@@ -26,6 +26,7 @@
 
 #include "cpytree/errors.h"   // IWYU pragma: export
 #include "cpytree/flatten.h"  // IWYU pragma: export
+#include "cpytree/flatten_spec.h"  // IWYU pragma: export
 #include "cpytree/json.h"     // IWYU pragma: export
 #include "cpytree/kind.h"     // IWYU pragma: export
 #include "cpytree/spec.h"     // IWYU pragma: export

@@ -29,9 +29,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -422,6 +424,32 @@ class NodeBuilder {
       Fail("the spec node has " + std::to_string(size()) + " children, the C++ type needs " +
            std::to_string(n));
     }
+  }
+  // Throws StructureError unless the spec node is a dict kind whose keys are
+  // exactly `keys`, in that order (a struct rebuilt from a dict: its fields).
+  void ExpectKeys(std::initializer_list<std::string_view> keys) const {
+    bool ok = IsDictKind(node().kind) && size() == keys.size();
+    std::size_t k = 0;
+    for (auto it = keys.begin(); ok && it != keys.end(); ++it, ++k) {
+      ok = key(k).is_string() && key(k).as_string() == *it;
+    }
+    if (ok) return;
+    std::string want = "[";
+    for (auto it = keys.begin(); it != keys.end(); ++it) {
+      if (it != keys.begin()) want += ", ";
+      internal::AppendPyStrRepr(&want, *it);
+    }
+    want += "]";
+    std::string have = internal::DescribeNode(node(), u_->items_ + node().ctx);
+    if (IsDictKind(node().kind)) {
+      have += " with keys [";
+      for (std::size_t j = 0; j < size(); ++j) {
+        if (j) have += ", ";
+        key(j).AppendRepr(&have);
+      }
+      have += "]";
+    }
+    Fail("the C++ type needs a dict with keys " + want + ", the spec has " + have);
   }
   // Builds the next child as a Y; throws StructureError when none is left or it does not fit.
   template <class Y>

@@ -123,6 +123,8 @@ class Tree {
   std::vector<Tree>& children() { return children_; }
   // The context items, as a spec node of this kind carries them (spec.h).
   const std::vector<Value>& context_items() const { return items_; }
+  // Context item `i`; throws std::out_of_range.
+  const Value& context_item(std::size_t i) const { return items_.at(i); }
 
   // Python-like text of the tree (`(1, [2])`, `{'a': 1}`, `deque([1], maxlen=2)`,
   // `P(1, 2)` for a namedtuple, whose field names a spec does not keep).
