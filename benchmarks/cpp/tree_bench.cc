@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cpytree/cpytree.h"
+#include "cpytree/json.h"
 
 namespace {
 

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "cpytree/cpytree.h"
+#include "cpytree/json.h"
 
 // ---- Counting operator new (allocations per call, a deterministic count) ----
 

@@ -44,7 +44,7 @@
 #include <vector>
 
 #include "cpytree/errors.h"
-#include "cpytree/internal/json_reader.h"
+#include "cpytree/internal/context_text.h"
 #include "cpytree/internal/node.h"
 #include "cpytree/kind.h"
 #include "cpytree/value.h"
@@ -430,11 +430,8 @@ inline void TreeSpec::AppendContextStr(std::int64_t i, std::string* out) const {
       // Without a custom from_dumpable_context torch json-decodes the context.
       const Value& ctx = items[1];
       if (ctx.is_string()) {
-        try {
-          out->append(internal::ReadJson(ctx.as_string(), internal::kDefaultMaxJsonDepth).Str());
-        } catch (const ParseError&) {
-          out->append(ctx.as_string());
-        }
+        std::optional<Value> decoded = internal::DecodeContextText(ctx.as_string());
+        out->append(decoded ? decoded->Str() : ctx.as_string());
       } else {
         out->append(ctx.Str());
       }
