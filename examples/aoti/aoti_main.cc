@@ -179,12 +179,15 @@ std::vector<at::Tensor> InputLeaves() {
           Leaf(4, {2, 2}), Leaf(5, {2, 2}), Leaf(6, {4}),    Leaf(7, {4})};
 }
 
-// The inputs as a dynamic tree: ((feats, pair, scale, None), {}).
-TensorTree InputTree(const std::vector<at::Tensor>& x) {
+// The inputs as a dynamic tree: ((feats, pair, scale, None), {}); the tests
+// of mismatches replace feats['a'][0] or pair.
+TensorTree InputTree(const std::vector<at::Tensor>& x,
+                     std::optional<TensorTree> a_first = std::nullopt,
+                     std::optional<TensorTree> pair = std::nullopt) {
   using T = TensorTree;
-  T feats = T::Dict({{"a", T::Tuple({T::List({x[0], x[1]}), T::List({x[2]})})},
+  T feats = T::Dict({{"a", T::Tuple({a_first ? *a_first : T::List({x[0], x[1]}), T::List({x[2]})})},
                      {"b", T::Tuple({T::List({x[3]}), T::List({})})}});
-  T args = T::Tuple({std::move(feats), T::NamedTuple("cpytree_aoti.Pair", {x[4], x[5]}),
+  T args = T::Tuple({std::move(feats), pair ? *pair : T::NamedTuple("cpytree_aoti.Pair", {x[4], x[5]}),
                      T::Custom("cpytree_aoti.Scale", kScaleContext, {x[6], x[7]}),
                      T(at::Tensor())});
   return T::Tuple({std::move(args), T::Dict({})});
@@ -328,13 +331,11 @@ int Errors(torch::inductor::AOTIModelPackageLoader& loader) {
   Specs specs = LoadSpecs(loader);
   std::vector<at::Tensor> x = InputLeaves();
   PrintError("tree, a list one too long", [&] {
-    TensorTree t = InputTree(x);
-    t[0][0][0][0].children().push_back(TensorTree(x[0]));  // feats['a'][0]
+    TensorTree t = InputTree(x, TensorTree::List({x[0], x[1], x[0]}));
     cpytree::FlattenSpec<at::Tensor>(specs.in, t);
   });
   PrintError("tree, a list for the namedtuple", [&] {
-    TensorTree t = InputTree(x);
-    t[0][1] = TensorTree::List({x[4], x[5]});
+    TensorTree t = InputTree(x, std::nullopt, TensorTree::List({x[4], x[5]}));
     cpytree::FlattenSpec<at::Tensor>(specs.in, t);
   });
   PrintError("struct, a key the spec lacks", [&] {

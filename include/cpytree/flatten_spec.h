@@ -55,7 +55,10 @@ template <class L>
 class SpecMatcher {
  public:
   SpecMatcher(const TreeSpec& spec, L* out)
-      : nodes_(SpecAccess::Data(spec).nodes.data()), items_(spec.raw_items()), out_(out) {}
+      : spec_(&spec),
+        nodes_(SpecAccess::Data(spec).nodes.data()),
+        items_(spec.raw_items()),
+        out_(out) {}
 
   // Matches `x` against the subtree rooted at node `i`, whose first leaf goes
   // to `out_[leaf]`.
@@ -144,54 +147,66 @@ class SpecMatcher {
          path);
   }
 
+  // A Tree: when its spec equals the spec's subtree (O(1) when it is that
+  // very subtree, e.g. a Tree from Unflatten), its leaves are copied over;
+  // otherwise the two node arrays are walked together (dicts by key).
   template <class T>
   void MatchTree(const Tree<T>& t, std::int64_t i, std::size_t leaf, const KeyPathStep* path) {
-    const Node& n = nodes_[i];
-    if (t.is_leaf()) {
-      if (n.kind != NodeKind::kLeaf) {
-        Fail("the value is a leaf, the spec has " + DescribeNode(n, items_ + n.ctx), path);
-      }
-      out_[leaf] = ToLeaf<L>(t.leaf());
+    const std::vector<T>& leaves = t.leaves();
+    if (t.spec() == SpecAccess::Subtree(*spec_, i)) {
+      for (std::size_t k = 0; k < leaves.size(); ++k) out_[leaf + k] = ToLeaf<L>(leaves[k]);
       return;
     }
-    if (n.kind != t.kind()) {
-      Fail("the spec has " + DescribeNode(n, items_ + n.ctx) + ", the value is " +
-               DescribeTreeNode(t),
+    const TreeSpec& ts = t.spec();
+    MatchTreeNode(SpecAccess::Data(ts).nodes.data(), ts.raw_items(), SpecAccess::Root(ts),
+                  leaves.data(), i, leaf, path);
+  }
+
+  template <class T>
+  void MatchTreeNode(const Node* tn, const Value* titems, std::int64_t ti, const T* tleaves,
+                     std::int64_t i, std::size_t leaf, const KeyPathStep* path) {
+    const Node& n = nodes_[i];
+    const Node& m = tn[ti];
+    const Value* spec_items = items_ + n.ctx;
+    const Value* tree_items = titems + m.ctx;
+    if (m.kind == NodeKind::kLeaf) {
+      if (n.kind != NodeKind::kLeaf) {
+        Fail("the value is a leaf, the spec has " + DescribeNode(n, spec_items), path);
+      }
+      out_[leaf] = ToLeaf<L>(*tleaves);
+      return;
+    }
+    if (n.kind != m.kind) {
+      Fail("the spec has " + DescribeNode(n, spec_items) + ", the value is " +
+               DescribeNode(m, tree_items),
            path);
     }
-    if (n.arity != t.size()) FailArity(n, t.size(), path);
-    const Value* spec_items = items_ + n.ctx;
+    if (n.arity != m.arity) FailArity(n, m.arity, path);
     std::size_t first_key = FirstKeyItem(n.kind);
     std::size_t own = IsDictKind(n.kind) ? first_key : NumContextItems(n.kind, n.arity);
     for (std::size_t k = 0; k < own; ++k) {
-      if (t.context_item(k) != spec_items[k]) {
+      if (tree_items[k] != spec_items[k]) {
         Fail("the spec has " + DescribeNode(n, spec_items) + " with context " +
-                 spec_items[k].Repr() + ", the value's is " + t.context_item(k).Repr(),
+                 spec_items[k].Repr() + ", the value's is " + tree_items[k].Repr(),
              path);
       }
     }
     Children kids(nodes_, i, leaf);
+    Children tkids(tn, ti, 0);
     Child* c = kids.data();
+    Child* tc = tkids.data();
     for (std::size_t k = 0; k < kids.size(); ++k) {
       std::size_t slot = k;
       if (IsDictKind(n.kind)) {
-        std::int64_t found =
-            FindKey(spec_items + first_key, n.arity, t.context_item(first_key + k), k);
-        if (found < 0) FailKey(n, t.context_item(first_key + k), path);
+        const Value& key = tree_items[first_key + k];
+        std::int64_t found = FindKey(spec_items + first_key, n.arity, key, k);
+        if (found < 0) FailKey(n, key, path);
         slot = static_cast<std::size_t>(found);
       }
       KeyPathStep step{path, &n, spec_items, slot};
-      MatchTree(t[k], c[slot].node, c[slot].leaf, &step);
+      MatchTreeNode(tn, titems, tc[k].node, tleaves + tc[k].leaf, c[slot].node, c[slot].leaf,
+                    &step);
     }
-  }
-
-  template <class T>
-  static std::string DescribeTreeNode(const Tree<T>& t) {
-    if (t.kind() == NodeKind::kCustom || t.kind() == NodeKind::kNamedTuple) {
-      return std::string(t.kind() == NodeKind::kCustom ? "a custom node " : "a namedtuple node ") +
-             t.context_item(0).Repr();
-    }
-    return std::string("a ") + BuiltinTypeName(t.kind()) + " node";
   }
 
   // Counts the children NodeTraits<X>::Visit gives.
@@ -272,9 +287,10 @@ class SpecMatcher {
     Tr::Visit(x, ChildMatcher{this, &n, spec_items, kids.data(), path});
   }
 
-  const Node* nodes_;   // the whole node array of the spec's storage
-  const Value* items_;  // the whole item array
-  L* out_;              // num_leaves() slots
+  const TreeSpec* spec_;  // the spec matched against
+  const Node* nodes_;     // the whole node array of the spec's storage
+  const Value* items_;    // the whole item array
+  L* out_;                // num_leaves() slots
 };
 
 }  // namespace internal

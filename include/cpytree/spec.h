@@ -219,6 +219,8 @@ struct SpecAccess {
     return TreeSpec(std::move(data), root);
   }
   static const SpecData& Data(const TreeSpec& s) { return *s.data_; }
+  // The subtree of `s`'s storage rooted at node `root` (shares the storage).
+  static TreeSpec Subtree(const TreeSpec& s, std::int64_t root) { return TreeSpec(s.data_, root); }
   static std::int64_t Root(const TreeSpec& s) { return s.root_; }
 };
 
