@@ -36,14 +36,14 @@
 #ifndef CPYTREE_CPYTREE_H_
 #define CPYTREE_CPYTREE_H_
 
-#include "cpytree/errors.h"   // IWYU pragma: export
-#include "cpytree/flatten.h"  // IWYU pragma: export
+#include "cpytree/errors.h"        // IWYU pragma: export
+#include "cpytree/flatten.h"       // IWYU pragma: export
 #include "cpytree/flatten_spec.h"  // IWYU pragma: export
-#include "cpytree/kind.h"     // IWYU pragma: export
-#include "cpytree/spec.h"     // IWYU pragma: export
-#include "cpytree/traits.h"   // IWYU pragma: export
-#include "cpytree/tree.h"     // IWYU pragma: export
-#include "cpytree/value.h"    // IWYU pragma: export
-#include "cpytree/version.h"  // IWYU pragma: export
+#include "cpytree/kind.h"          // IWYU pragma: export
+#include "cpytree/spec.h"          // IWYU pragma: export
+#include "cpytree/traits.h"        // IWYU pragma: export
+#include "cpytree/tree.h"          // IWYU pragma: export
+#include "cpytree/value.h"         // IWYU pragma: export
+#include "cpytree/version.h"       // IWYU pragma: export
 
 #endif  // CPYTREE_CPYTREE_H_

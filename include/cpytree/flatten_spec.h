@@ -122,7 +122,8 @@ class SpecMatcher {
   };
 
   // Index of the spec child whose key is `key`, trying `hint` first; or -1.
-  static std::int64_t FindKey(const Value* keys, std::size_t n, const Value& key, std::size_t hint) {
+  static std::int64_t FindKey(const Value* keys, std::size_t n, const Value& key,
+                              std::size_t hint) {
     if (hint < n && keys[hint] == key) return static_cast<std::int64_t>(hint);
     for (std::size_t k = 0; k < n; ++k) {
       if (keys[k] == key) return static_cast<std::int64_t>(k);
@@ -265,8 +266,9 @@ class SpecMatcher {
     if (!accepted) {
       std::string got;
       if constexpr (Tr::kKind == NodeKind::kCustom || Tr::kKind == NodeKind::kNamedTuple) {
-        got = std::string(Tr::kKind == NodeKind::kCustom ? "a custom node " : "a namedtuple node ") +
-              Value(Tr::TypeName()).Repr();
+        got =
+            std::string(Tr::kKind == NodeKind::kCustom ? "a custom node " : "a namedtuple node ") +
+            Value(Tr::TypeName()).Repr();
       } else {
         got = std::string("a ") + BuiltinTypeName(Tr::kKind) + " node";
       }

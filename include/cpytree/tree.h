@@ -101,12 +101,11 @@ class Tree {
   // shared: no allocation). Throws StructureError if the counts differ.
   static Tree FromSpec(TreeSpec spec, std::vector<T> leaves) {
     if (static_cast<std::int64_t>(leaves.size()) != spec.num_leaves()) {
-      throw StructureError("treespec.unflatten(leaves): `leaves` has length " +
-                               std::to_string(leaves.size()) +
-                               " but the spec refers to a pytree that holds " +
-                               std::to_string(spec.num_leaves()) + " items (" + spec.ToString() +
-                               ").",
-                           "");
+      throw StructureError(
+          "treespec.unflatten(leaves): `leaves` has length " + std::to_string(leaves.size()) +
+              " but the spec refers to a pytree that holds " + std::to_string(spec.num_leaves()) +
+              " items (" + spec.ToString() + ").",
+          "");
     }
     return Tree(std::move(spec), std::move(leaves));
   }
