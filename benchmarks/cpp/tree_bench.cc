@@ -1,7 +1,9 @@
 // Micro-benchmark of the header library on a ResNet50-sized dynamic tree:
 // a dict of 160 module entries, each a dict holding dict/list/tuple children
 // with tensor-like leaves (1721 nodes, 1040 leaves), as a C++ runtime would
-// hold a model's parameters. Reports the median of several runs per operation.
+// hold a model's parameters. Reports the median of several runs per operation
+// and, beside it, the heap allocations of one call (a counting operator new:
+// a deterministic count to pair with the time).
 //
 //   cpytree_bench [--iters N]
 #include <algorithm>
@@ -10,11 +12,24 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "cpytree/cpytree.h"
+#include "cpytree/json.h"
+
+// Every operator new of the process counts one allocation.
+static long g_allocations = 0;
+void* operator new(std::size_t n) {
+  ++g_allocations;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
@@ -50,8 +65,14 @@ TensorTree ResNet50Like() {
 
 volatile std::size_t g_sink;  // keeps results alive
 
+long g_last_allocations = 0;  // allocations of one call of the last timed function
+
 template <class F>
 double MedianMicros(int iters, F&& f) {
+  g_sink = g_sink + f();
+  long before = g_allocations;
+  g_sink = g_sink + f();
+  g_last_allocations = g_allocations - before;
   std::vector<double> runs;
   for (int r = 0; r < 7; ++r) {
     auto start = std::chrono::steady_clock::now();
@@ -64,7 +85,8 @@ double MedianMicros(int iters, F&& f) {
 }
 
 void Report(const char* name, double us, std::int64_t nodes) {
-  std::printf("%-40s %9.2f us   %6.1f ns/node\n", name, us, us * 1000.0 / nodes);
+  std::printf("%-40s %9.2f us   %6.1f ns/node   %6ld allocations\n", name, us,
+              us * 1000.0 / nodes, g_last_allocations);
 }
 
 }  // namespace
@@ -86,20 +108,6 @@ int main(int argc, char** argv) {
            return r.leaves.size() + static_cast<std::size_t>(r.spec.num_nodes());
          }), n);
   Report("Leaves(Tree) (no spec)", MedianMicros(iters, [&] { return cpytree::Leaves(tree).size(); }), n);
-  Report("  (floor: hand-written leaf walk)", MedianMicros(iters, [&] {
-           std::vector<Tensor> out;
-           struct Walk {
-             static void Go(const TensorTree& t, std::vector<Tensor>* out) {
-               if (t.is_leaf()) {
-                 out->push_back(t.leaf());
-                 return;
-               }
-               for (const TensorTree& c : t.children()) Go(c, out);
-             }
-           };
-           Walk::Go(tree, &out);
-           return out.size();
-         }), n);
   Report("Structure(Tree)", MedianMicros(iters, [&] {
            return static_cast<std::size_t>(cpytree::Structure(tree).num_nodes());
          }), n);

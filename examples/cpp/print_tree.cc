@@ -9,6 +9,7 @@
 //
 // With `--spec` it prints the spec's repr instead of the tree.
 #include <cpytree/cpytree.h>
+#include <cpytree/json.h>
 
 #include <fstream>
 #include <iostream>

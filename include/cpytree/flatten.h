@@ -29,9 +29,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -230,22 +232,27 @@ class Flattener {
     PushNode(kind, arity, ctx, nodes_before, leaves_before);
   }
 
+  // A Tree is its spec and its leaves: both are appended as they are (node
+  // records are relative to their subtree; only `ctx` moves).
   template <class T>
   void AddTree(const Tree<T>& t) {
-    if (t.is_leaf()) {
-      PushLeaf();
-      if constexpr (!std::is_void_v<L>) leaves_->push_back(ToLeaf<L>(t.leaf()));
-      return;
+    if constexpr (!std::is_void_v<L>) {
+      for (const T& v : t.leaves()) leaves_->push_back(ToLeaf<L>(v));
     }
-    if constexpr (!kSpec) {
-      for (const Tree<T>& c : t.children()) AddTree(c);
-      return;
+    if constexpr (!kSpec) return;
+    const TreeSpec& spec = t.spec();
+    const Node* src = spec.raw_nodes();
+    std::int64_t n = spec.num_nodes();
+    std::size_t item_begin = src[n - 1].ctx;
+    std::size_t item_count = SubtreeItemCount(src, 0, n - 1);
+    std::size_t base = num_items_;
+    for (std::size_t k = 0; k < item_count; ++k) PushItem(spec.raw_items()[item_begin + k]);
+    for (std::int64_t k = 0; k < n; ++k) {
+      Node node = src[k];
+      node.ctx = static_cast<std::uint32_t>(node.ctx - item_begin + base);
+      PushNodeRecord(node);
     }
-    std::uint32_t ctx = ItemIndex();
-    std::size_t nodes_before = num_nodes_, leaves_before = num_leaves_;
-    for (const Value& v : t.context_items()) PushItem(v);
-    for (const Tree<T>& c : t.children()) AddTree(c);
-    PushNode(t.kind(), static_cast<std::uint32_t>(t.size()), ctx, nodes_before, leaves_before);
+    num_leaves_ += static_cast<std::size_t>(spec.num_leaves());
   }
 
   SpecData* data_;
@@ -267,13 +274,10 @@ struct TreeCounts {
 
 template <class T>
 void CountTree(const Tree<T>& t, TreeCounts* counts) {
-  ++counts->nodes;
-  if (t.is_leaf()) {
-    ++counts->leaves;
-    return;
-  }
-  counts->items += t.context_items().size();
-  for (const Tree<T>& c : t.children()) CountTree(c, counts);
+  const TreeSpec& spec = t.spec();
+  counts->nodes += static_cast<std::size_t>(spec.num_nodes());
+  counts->leaves += static_cast<std::size_t>(spec.num_leaves());
+  counts->items += SubtreeItemCount(spec.raw_nodes(), 0, spec.num_nodes() - 1);
 }
 
 // Reserves `data` and `leaves` for flattening `x` (Trees only; other values
@@ -423,6 +427,32 @@ class NodeBuilder {
            std::to_string(n));
     }
   }
+  // Throws StructureError unless the spec node is a dict kind whose keys are
+  // exactly `keys`, in that order (a struct rebuilt from a dict: its fields).
+  void ExpectKeys(std::initializer_list<std::string_view> keys) const {
+    bool ok = IsDictKind(node().kind) && size() == keys.size();
+    std::size_t k = 0;
+    for (auto it = keys.begin(); ok && it != keys.end(); ++it, ++k) {
+      ok = key(k).is_string() && key(k).as_string() == *it;
+    }
+    if (ok) return;
+    std::string want = "[";
+    for (auto it = keys.begin(); it != keys.end(); ++it) {
+      if (it != keys.begin()) want += ", ";
+      internal::AppendPyStrRepr(&want, *it);
+    }
+    want += "]";
+    std::string have = internal::DescribeNode(node(), u_->items_ + node().ctx);
+    if (IsDictKind(node().kind)) {
+      have += " with keys [";
+      for (std::size_t j = 0; j < size(); ++j) {
+        if (j) have += ", ";
+        key(j).AppendRepr(&have);
+      }
+      have += "]";
+    }
+    Fail("the C++ type needs a dict with keys " + want + ", the spec has " + have);
+  }
   // Builds the next child as a Y; throws StructureError when none is left or it does not fit.
   template <class Y>
   Y Next() {
@@ -465,7 +495,10 @@ template <class L>
 class Unflattener {
  public:
   Unflattener(const TreeSpec& spec, std::vector<L>* leaves)
-      : nodes_(SpecAccess::Data(spec).nodes.data()), items_(spec.raw_items()), leaves_(leaves) {}
+      : spec_(&spec),
+        nodes_(SpecAccess::Data(spec).nodes.data()),
+        items_(spec.raw_items()),
+        leaves_(leaves) {}
 
   template <class Y>
   Y Build(std::int64_t i, const KeyPathStep* path) {
@@ -521,25 +554,17 @@ class Unflattener {
     }
   }
 
-  // Rebuilds the dynamic subtree rooted at node `root` (iteratively).
+  // Rebuilds the dynamic subtree rooted at node `root`: its spec shares the
+  // storage, its leaves are moved (and converted) into one vector.
   template <class T>
   Tree<T> BuildTree(std::int64_t root, const KeyPathStep* path) {
-    std::vector<Tree<T>> stack;
-    for (std::int64_t i = SubtreeBegin(nodes_, root); i <= root; ++i) {
-      const Node& n = nodes_[i];
-      if (n.kind == NodeKind::kLeaf) {
-        stack.emplace_back(FromLeaf<T>(std::move((*leaves_)[cursor_++]), path));
-        continue;
-      }
-      std::vector<Tree<T>> children(std::make_move_iterator(stack.end() - n.arity),
-                                    std::make_move_iterator(stack.end()));
-      stack.erase(stack.end() - n.arity, stack.end());
-      const Value* first = items_ + n.ctx;
-      stack.push_back(TreeAccess::MakeUnchecked<T>(
-          n.kind, std::vector<Value>(first, first + NumContextItems(n.kind, n.arity)),
-          std::move(children)));
+    std::size_t n = static_cast<std::size_t>(nodes_[root].num_leaves);
+    std::vector<T> leaves;
+    leaves.reserve(n);
+    for (std::size_t k = 0; k < n; ++k) {
+      leaves.push_back(FromLeaf<T>(std::move((*leaves_)[cursor_++]), path));
     }
-    return std::move(stack.back());
+    return Tree<T>::FromSpec(SpecAccess::Subtree(*spec_, root), std::move(leaves));
   }
 
  private:
@@ -574,8 +599,9 @@ class Unflattener {
     }
   }
 
-  const Node* nodes_;   // the whole array of the spec's storage
-  const Value* items_;  // the whole item array
+  const TreeSpec* spec_;  // the spec being rebuilt (its storage is shared with subtrees)
+  const Node* nodes_;     // the whole array of the spec's storage
+  const Value* items_;    // the whole item array
   std::vector<L>* leaves_;
   std::size_t cursor_ = 0;  // next leaf to consume
 };
@@ -596,6 +622,13 @@ void CheckLeafCount(const TreeSpec& spec, std::size_t n) {
 // Flattens `x` into its leaves, converted to L, and its spec.
 template <class L, class X>
 FlattenResult<L> FlattenAs(const X& x) {
+  if constexpr (IsTree<X>::value) {
+    // The spec is the Tree's own; only the leaves are copied (one allocation).
+    std::vector<L> leaves;
+    leaves.reserve(x.leaves().size());
+    for (const auto& v : x.leaves()) leaves.push_back(internal::ToLeaf<L>(v));
+    return FlattenResult<L>{std::move(leaves), x.spec()};
+  }
   std::vector<L> leaves;
   TreeSpec spec = internal::FlattenToSpec<L>(x, &leaves);
   return FlattenResult<L>{std::move(leaves), std::move(spec)};
@@ -628,6 +661,7 @@ auto Leaves(const X& x) {
 // The spec of `x` (no leaf is copied).
 template <class X>
 TreeSpec Structure(const X& x) {
+  if constexpr (IsTree<X>::value) return x.spec();
   return internal::FlattenToSpec<void>(x, static_cast<std::vector<char>*>(nullptr));
 }
 
@@ -635,9 +669,7 @@ TreeSpec Structure(const X& x) {
 // number of leaves differs from spec.num_leaves().
 template <class T>
 Tree<T> Unflatten(const TreeSpec& spec, std::vector<T> leaves) {
-  internal::CheckLeafCount<T>(spec, leaves.size());
-  internal::Unflattener<T> u(spec, &leaves);
-  return u.template BuildTree<T>(internal::SpecAccess::Root(spec), nullptr);
+  return Tree<T>::FromSpec(spec, std::move(leaves));
 }
 
 // Rebuilds a C++ value of type X from `spec` and its leaves; throws
@@ -654,12 +686,10 @@ X UnflattenAs(const TreeSpec& spec, std::vector<L> leaves) {
 template <class F, class T>
 auto Map(F&& f, const Tree<T>& tree) -> Tree<std::decay_t<std::invoke_result_t<F&, const T&>>> {
   using U = std::decay_t<std::invoke_result_t<F&, const T&>>;
-  if (tree.is_leaf()) return Tree<U>(f(tree.leaf()));
-  std::vector<Tree<U>> children;
-  children.reserve(tree.size());
-  for (const Tree<T>& c : tree.children()) children.push_back(Map(f, c));
-  return internal::TreeAccess::MakeUnchecked<U>(tree.kind(), tree.context_items(),
-                                                std::move(children));
+  std::vector<U> leaves;
+  leaves.reserve(tree.leaves().size());
+  for (const T& v : tree.leaves()) leaves.push_back(f(v));
+  return Tree<U>::FromSpec(tree.spec(), std::move(leaves));
 }
 
 }  // namespace cpytree

@@ -44,7 +44,7 @@
 #include <vector>
 
 #include "cpytree/errors.h"
-#include "cpytree/internal/json_reader.h"
+#include "cpytree/internal/context_text.h"
 #include "cpytree/internal/node.h"
 #include "cpytree/kind.h"
 #include "cpytree/value.h"
@@ -219,6 +219,8 @@ struct SpecAccess {
     return TreeSpec(std::move(data), root);
   }
   static const SpecData& Data(const TreeSpec& s) { return *s.data_; }
+  // The subtree of `s`'s storage rooted at node `root` (shares the storage).
+  static TreeSpec Subtree(const TreeSpec& s, std::int64_t root) { return TreeSpec(s.data_, root); }
   static std::int64_t Root(const TreeSpec& s) { return s.root_; }
 };
 
@@ -430,11 +432,8 @@ inline void TreeSpec::AppendContextStr(std::int64_t i, std::string* out) const {
       // Without a custom from_dumpable_context torch json-decodes the context.
       const Value& ctx = items[1];
       if (ctx.is_string()) {
-        try {
-          out->append(internal::ReadJson(ctx.as_string(), internal::kDefaultMaxJsonDepth).Str());
-        } catch (const ParseError&) {
-          out->append(ctx.as_string());
-        }
+        std::optional<Value> decoded = internal::DecodeContextText(ctx.as_string());
+        out->append(decoded ? decoded->Str() : ctx.as_string());
       } else {
         out->append(ctx.Str());
       }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cpytree/cpytree.h"
+#include "cpytree/json.h"
 #include "gtest/gtest.h"
 
 #ifndef CPYTREE_FIXTURES_DIR

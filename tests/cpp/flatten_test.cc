@@ -81,7 +81,7 @@ TEST(TreeTest, AccessAndText) {
   EXPECT_EQ(t[0][1].leaf(), 2);
   EXPECT_EQ(t[1].at("a").leaf(), 3);
   EXPECT_EQ(t[1].at(7.0).kind(), NodeKind::kTuple);  // Python ==: 7 == 7.0
-  EXPECT_EQ(t[1].Find("zz"), nullptr);
+  EXPECT_FALSE(t[1].Find("zz").has_value());
   EXPECT_THROW(t[1].at("zz"), Error);
   EXPECT_THROW(t.leaf(), Error);
   EXPECT_THROW(t[5], std::out_of_range);
@@ -144,8 +144,14 @@ TEST(FlattenTreeTest, SameStructureReusesTheLastSpec) {
   using T = Tree<int>;
   T a = T::Dict({{"w", T::List({1, 2})}, {1, 3}});
   auto first = Flatten(a);
+  EXPECT_EQ(first.spec.raw_items(), a.spec().raw_items());  // a Tree's own spec, not a copy
   auto again = Flatten(T::Dict({{"w", T::List({7, 8})}, {1, 9}}));
-  EXPECT_EQ(again.spec.raw_items(), first.spec.raw_items());  // shared, not copied
+  EXPECT_EQ(again.spec, first.spec);
+  // Static C++ values of one structure share the spec made last.
+  std::map<std::string, std::vector<int>> m1 = {{"w", {1, 2}}}, m2 = {{"w", {7, 8}}};
+  auto s1 = Flatten(m1);
+  auto s2 = Flatten(m2);
+  EXPECT_EQ(s2.spec.raw_items(), s1.spec.raw_items());  // shared, not copied
   EXPECT_EQ(again.leaves, (std::vector<int>{7, 8, 9}));
   // Equal but not identical keys (1.0 == 1) get their own spec, as in Python.
   auto as_float = Flatten(T::Dict({{"w", T::List({1, 2})}, {1.0, 3}}));

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cpytree/cpytree.h"
+#include "cpytree/json.h"
 
 namespace {
 

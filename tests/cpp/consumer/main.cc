@@ -1,5 +1,6 @@
 // Uses the installed headers: load a spec as Python writes it, rebuild a tree.
 #include <cpytree/cpytree.h>
+#include <cpytree/json.h>
 
 #include <iostream>
 #include <vector>

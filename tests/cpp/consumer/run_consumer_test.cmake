@@ -1,6 +1,6 @@
 # ctest driver: install the build tree's `devel` component into a fresh prefix,
 # then configure, build and run tests/cpp/consumer against it. Arguments (-D):
-# BUILD_DIR, SOURCE_DIR, WORK_DIR, GENERATOR, MAKE_PROGRAM, CXX_COMPILER.
+# BUILD_DIR, SOURCE_DIR, WORK_DIR, TARGET, GENERATOR, MAKE_PROGRAM, CXX_COMPILER.
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 
@@ -22,5 +22,5 @@ if(MAKE_PROGRAM)
 endif()
 run(${configure})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
-run(${WORK_DIR}/build/consumer)
+run(${WORK_DIR}/build/${TARGET})
 message(STATUS "consumer built against ${prefix} and ran")

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cpytree/cpytree.h"
+#include "cpytree/json.h"
 
 namespace {
 
