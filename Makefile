@@ -241,7 +241,7 @@ clean:
 #   make wheel                 manylinux wheels for every CPython >= 3.10 found, in dist/
 #   make wheel WHEEL_SYMBOLS=1 the same with debug information kept (profiling)
 #   make sdist                 dist/cpytree-<v>.tar.gz, checked to build, and to fail
-#                              clearly where abseil and simdjson are missing
+#                              clearly where abseil is missing
 #   make test-pythons          per CPython: its wheel in a fresh venv, tests/packaging
 #                              (ldd, auditwheel show) and the whole tests/python
 #   make test-torch-versions   the torch-facing tests on torch 2.13.0 and 2.14.1
