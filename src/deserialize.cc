@@ -7,9 +7,14 @@
 // an unknown type name, a context the builtin kinds do not allow, a number
 // simdjson reads differently from Python's json such as -0) makes it hand
 // the text to the Python reference, which returns its result or raises its
-// exact error. Exceptions raised by hooks (from_dumpable_context, the enum
-// object hook) propagate at once: the reference would raise them too, at
-// the same node.
+// exact error. What is accepted must not depend on the simdjson the build
+// found: where a simdjson version accepts text json.loads rejects (a leading
+// UTF-8 byte-order mark, skipped since simdjson 3.6; NaN/Infinity spellings
+// under SIMDJSON_ENABLE_NAN_INF; integers past 64 bits as BIGINT, 4.5+),
+// this file declines it first (ParseLikeJsonLoads, ToPython).
+//
+// Exceptions raised by hooks (from_dumpable_context, the enum object hook)
+// propagate at once: the reference would raise them too, at the same node.
 #include "deserialize.h"
 
 #include <simdjson.h>
@@ -66,6 +71,24 @@ class ScratchParsers {
   std::unique_ptr<Parsers> owned_;
 };
 
+// The one version check of this file: simdjson's version is an enum, not a
+// macro, so it cannot select code with #if. ToPython's switch names the
+// value kinds every version since 3.0 has and sends any other to the
+// reference (its `default:`, which keeps -Wswitch quiet on 3.x and 4.x
+// alike); a new major version must be reviewed for kinds it adds.
+static_assert(simdjson::SIMDJSON_VERSION_MAJOR >= 3 && simdjson::SIMDJSON_VERSION_MAJOR <= 4,
+              "review ToPython and ParseLikeJsonLoads against this simdjson's value kinds");
+
+// Parses `text` into `*out` when json.loads would read the same text, else
+// returns false (the reference decides, with json.loads's exact error).
+// simdjson >= 3.6 skips a leading UTF-8 byte-order mark; json.loads raises
+// "Unexpected UTF-8 BOM" for a str that starts with U+FEFF.
+bool ParseLikeJsonLoads(dom::parser* parser, std::string_view text, dom::element* out) {
+  if (text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) return false;
+  return parser->parse(text.data(), text.size(), /*realloc_if_needed=*/true).get(*out) ==
+         simdjson::SUCCESS;
+}
+
 // A JSON value as Python's json.loads gives it (with `enum_hook`, objects go
 // through the enum object hook as the reference's json.loads calls do).
 // Sets *fallback for a value Python would read differently.
@@ -82,7 +105,11 @@ PyObject* ToPython(dom::element e, bool enum_hook, bool* fallback) {
       return PyLong_FromUnsignedLongLong(e.get_uint64().value_unsafe());
     case dom::element_type::DOUBLE: {
       double d = e.get_double().value_unsafe();
-      if (d == 0.0 && std::signbit(d)) {  // "-0" is an int to Python, -0.0 to simdjson
+      // "-0" is an int to Python, -0.0 to simdjson. A value that is not
+      // finite comes from a spelling simdjson accepts only when built with
+      // SIMDJSON_ENABLE_NAN_INF ("nan", "-NaN", ... json.loads takes "NaN",
+      // "Infinity" and "-Infinity" alone): the reference reads the text.
+      if ((d == 0.0 && std::signbit(d)) || !std::isfinite(d)) {
         *fallback = true;
         return nullptr;
       }
@@ -123,8 +150,14 @@ PyObject* ToPython(dom::element e, bool enum_hook, bool* fallback) {
       }
       return dict.release();
     }
+    default:
+      // simdjson 4.5's BIGINT (an integer past 64 bits kept as its digits,
+      // only with parser.number_as_string(true), never set here; 3.x rejects
+      // such numbers) and any kind a later version adds: json.loads makes
+      // an int of any length, up to sys.get_int_max_str_digits().
+      break;
   }
-  *fallback = true;  // not reached: simdjson rejects numbers past 64 bits
+  *fallback = true;
   return nullptr;
 }
 
@@ -272,8 +305,7 @@ class Loader {
 
   // Parses a hookless context string; kFallback on invalid JSON.
   Outcome ParseContext(std::string_view text, dom::element* out) {
-    auto err = parsers_->ctx.parse(text.data(), text.size(), /*realloc_if_needed=*/true).get(*out);
-    return err == simdjson::SUCCESS ? Outcome::kOk : Outcome::kFallback;
+    return ParseLikeJsonLoads(&parsers_->ctx, text, out) ? Outcome::kOk : Outcome::kFallback;
   }
 
   Outcome AddOwned(PyObject* owned, bool fallback) {
@@ -427,8 +459,8 @@ Outcome LoadsNative(PyObject* text, PyObject** result) {
   }
   ScratchParsers parsers;
   dom::element root;
-  if (parsers->doc.parse(utf8, static_cast<std::size_t>(size), /*realloc_if_needed=*/true)
-          .get(root) != simdjson::SUCCESS) {
+  if (!ParseLikeJsonLoads(&parsers->doc, std::string_view(utf8, static_cast<std::size_t>(size)),
+                          &root)) {
     return Outcome::kFallback;
   }
   dom::array top;

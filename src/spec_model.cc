@@ -123,9 +123,16 @@ bool AddRootItems(SpecBuilder* b, NodeKind kind, PyObject* type, PyObject* conte
       b->AddItem(NewRef(context));
       return true;
     }
-    case NodeKind::kDeque:
-      if (context != Py_None &&
-          (!PyLong_Check(context) || PyBool_Check(context) || PyLong_AsLong(context) < 0)) {
+    case NodeKind::kDeque: {
+      // Any int >= 0, as torch and the reference allow: a maxlen past C long
+      // is kept (deque() itself raises OverflowError on unflatten, as torch's).
+      bool ok = context == Py_None;
+      if (!ok && PyLong_Check(context) && !PyBool_Check(context)) {
+        int overflow = 0;
+        long v = PyLong_AsLongAndOverflow(context, &overflow);
+        ok = overflow > 0 || (overflow == 0 && v >= 0);
+      }
+      if (!ok) {
         if (PyErr_Occurred()) return false;
         PyErr_Format(PyExc_ValueError,
                      "TreeSpec: a deque node's context is its maxlen (None or an int >= 0), "
@@ -135,6 +142,7 @@ bool AddRootItems(SpecBuilder* b, NodeKind kind, PyObject* type, PyObject* conte
       }
       b->AddItem(NewRef(context));
       return true;
+    }
     default:
       b->AddItem(NewRef(type));
       b->AddItem(NewRef(context));

@@ -426,7 +426,8 @@ class FastSchemaReader {
   bool ParseInner(Element context, Element* out) {
     std::string_view text;
     if (context.get_string().get(text) != simdjson::SUCCESS) return false;
-    return inner_->parse(text.data(), text.size()).get(*out) == simdjson::SUCCESS;
+    return !StartsWithUtf8Bom(text) &&
+           inner_->parse(text.data(), text.size()).get(*out) == simdjson::SUCCESS;
   }
   // Appends `arity` keys from a JSON list element.
   bool AppendKeys(Element keys, std::size_t arity) {
@@ -561,7 +562,8 @@ inline TreeSpec Loads(std::string_view text) {
       parsers = own.get();
     }
     simdjson::dom::element doc;
-    if (parsers->document.parse(text.data(), text.size()).get(doc) == simdjson::SUCCESS) {
+    if (!internal::StartsWithUtf8Bom(text) &&
+        parsers->document.parse(text.data(), text.size()).get(doc) == simdjson::SUCCESS) {
       auto data = std::make_shared<internal::SpecData>();
       // At most one node, and about one item, per 50 bytes of torch's output
       // (a leaf's schema alone is 55 bytes): one allocation each.

@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from . import _reference, _registry, _serialization
+from . import _registry, _serialization
 from ._derived import bind, map_only as map_only
 
 # Re-exported (`name as name`) from the modules that define them: the registry,
@@ -79,15 +79,12 @@ from ._nodes import (
     is_structseq_instance as is_structseq_instance,
     structseq as structseq,
 )
-from ._reference import (
-    _generate_key_paths as _generate_key_paths,
-    _is_constant_holder as _is_constant_holder,
-    _retrieve_constant as _retrieve_constant,
-)
 from ._registry import (
     _NODE_REGISTRY_LOCK as _NODE_REGISTRY_LOCK,
+    _REGISTRATION_HOOKS as _REGISTRATION_HOOKS,
     CONSTANT_NODES as CONSTANT_NODES,
     NO_SERIALIZED_TYPE_NAME_FOUND as NO_SERIALIZED_TYPE_NAME_FOUND,
+    PUBLIC_NAMES as _PUBLIC_NAMES,
     SERIALIZED_TYPE_TO_PYTHON_TYPE as SERIALIZED_TYPE_TO_PYTHON_TYPE,
     SUPPORTED_NODES as SUPPORTED_NODES,
     SUPPORTED_SERIALIZED_TYPES as SUPPORTED_SERIALIZED_TYPES,
@@ -130,19 +127,38 @@ from ._serialization import (
 
 # As torch's `__all__` (`from cpytree import *` gives what torch's module gives),
 # plus the key entry classes.
-__all__ = list(_reference.__all__)
+__all__ = list(_PUBLIC_NAMES)
 
-# The version is written once, in include/cpytree/version.h; the package's
-# metadata carries it (pyproject.toml reads the header) and `__version__` is
-# looked up there on first use, so `import cpytree` does not pay for it.
+# Loaded on first use, so `import cpytree` does not pay for them: the
+# pure-Python reference (`cpytree._reference`, and the three helpers of
+# torch's module that only it defines), which the C++ engine does not need;
+# and `__version__`, written once in include/cpytree/version.h and carried by
+# the package's metadata (pyproject.toml reads the header).
+_FROM_REFERENCE = frozenset({"_generate_key_paths", "_is_constant_holder", "_retrieve_constant"})
 __version__: str
-if not TYPE_CHECKING:  # a module __getattr__ would make every name valid to mypy
+if TYPE_CHECKING:
+    from . import _reference as _reference
+    from ._reference import (
+        _generate_key_paths as _generate_key_paths,
+        _is_constant_holder as _is_constant_holder,
+        _retrieve_constant as _retrieve_constant,
+    )
+else:  # a module __getattr__ would make every name valid to mypy
 
     def __getattr__(name: str) -> Any:
         if name == "__version__":
             global __version__
             __version__ = _version()
             return __version__
+        if name == "_reference" or name in _FROM_REFERENCE:
+            import importlib
+
+            reference = importlib.import_module(__name__ + "._reference")
+            if name == "_reference":
+                return reference
+            value = getattr(reference, name)
+            globals()[name] = value
+            return value
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -256,6 +272,7 @@ else:
         tree_flatten as tree_flatten,
         tree_flatten_with_path as tree_flatten_with_path,
         tree_is_leaf as tree_is_leaf,
+        tree_iter as _reference_tree_iter,
         tree_leaves as tree_leaves,
         tree_leaves_with_path as tree_leaves_with_path,
         tree_map as tree_map,
@@ -263,9 +280,10 @@ else:
         tree_map_with_path as tree_map_with_path,
         tree_structure as tree_structure,
         tree_unflatten as tree_unflatten,
+        treespec_leaf as _reference_leaf,
     )
 
-    _LEAF_SPEC = _reference.treespec_leaf()
+    _LEAF_SPEC = _reference_leaf()
 
 PyTreeSpec = TreeSpec
 
@@ -292,7 +310,7 @@ def treespec_leaf() -> TreeSpec:
 
 
 # Lazy, in C: nodes are visited as leaves are consumed.
-tree_iter = _C.tree_iter if _C is not None else _reference.tree_iter
+tree_iter = _C.tree_iter if _C is not None else _reference_tree_iter
 
 
 # The derived helpers (tree_all, tree_map_only, treespec_tuple, ...) are

@@ -144,7 +144,9 @@ from ._serialization import (
     treespec_pprint,
 )
 
-# torch's __all__, plus the key entry names (re-exported from _keys).
+# torch's __all__, plus the key entry names (re-exported from _keys). The
+# package's __all__ is the same list, _registry.PUBLIC_NAMES (kept there so
+# `import cpytree` need not load this module; a test checks they agree).
 __all__ = [
     "Context", "DumpableContext", "FlattenFn", "FromDumpableContextFn", "GetAttrKey",
     "KeyEntry", "KeyPath", "LeafSpec", "MappingKey", "PyTree", "PyTreeSpec", "SequenceKey",

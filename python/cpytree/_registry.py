@@ -86,6 +86,20 @@ CONSTANT_NODES: set[type] = set()
 
 # Called as hook(cls, node_def) after each change of SUPPORTED_NODES[cls];
 # node_def is None when cls was deregistered. Appended to by cpytree/__init__.
+# torch's __all__, plus the key entry names: cpytree's `__all__`, the same list
+# as cpytree._reference's (here so `import cpytree` need not load the reference).
+PUBLIC_NAMES: tuple[str, ...] = (
+    "Context", "DumpableContext", "FlattenFn", "FromDumpableContextFn", "GetAttrKey",
+    "KeyEntry", "KeyPath", "LeafSpec", "MappingKey", "PyTree", "PyTreeSpec", "SequenceKey",
+    "ToDumpableContextFn", "TreeSpec", "UnflattenFn", "is_namedtuple", "is_namedtuple_class",
+    "is_namedtuple_instance", "is_structseq", "is_structseq_class", "is_structseq_instance",
+    "key_get", "keystr", "register_pytree_node", "tree_all", "tree_all_only", "tree_any",
+    "tree_any_only", "tree_flatten", "tree_flatten_with_path", "tree_is_leaf", "tree_iter",
+    "tree_leaves", "tree_leaves_with_path", "tree_map", "tree_map_", "tree_map_only",
+    "tree_map_only_", "tree_map_with_path", "tree_structure", "tree_unflatten",
+    "treespec_dumps", "treespec_loads", "treespec_pprint",
+)  # fmt: skip
+
 _REGISTRATION_HOOKS: list[Callable[[type, NodeDef | None], None]] = []
 
 

@@ -137,6 +137,11 @@ std::vector<BadCase> Corpus() {
       {"truncated_string", "[1, {\"type\": \"builtins.li", "invalid JSON"},
       {"truncated_literal", "[1, {\"type\": nul", "invalid JSON"},
       {"trailing_garbage", Wrap(Leaf()) + " x", "invalid JSON"},
+      // json.loads rejects a byte-order mark; simdjson >= 3.6 and nlohmann skip it.
+      {"utf8_bom", "\xEF\xBB\xBF" + Wrap(Leaf()), "Unexpected UTF-8 BOM"},
+      {"utf8_bom_in_context",
+       Wrap(Node("\"builtins.dict\"", "\"\xEF\xBB\xBF[\\\"a\\\"]\"", {Leaf()})),
+       "Unexpected UTF-8 BOM"},
       {"two_documents", Wrap(Leaf()) + Wrap(Leaf()), "invalid JSON"},
       {"single_quotes", "[1, {'type': null}]", "invalid JSON"},
       {"trailing_comma", "[1, " + Leaf() + ",]", "invalid JSON"},

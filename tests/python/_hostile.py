@@ -416,6 +416,168 @@ def scenario_mutation(pt) -> None:
         run_op(name, lambda thunk=thunk: thunk(), lambda r: r)
 
 
+# --------------------------------------------------------------------------
+# Hostile treespec_loads texts: every input some simdjson version reads
+# differently from Python's json.loads (which torch's treespec_loads calls),
+# and the other edges of JSON where parsers disagree. The engine must give
+# the reference's outcome on each, whichever simdjson the build found
+# (tests/python/test_serialization_engine.py), and torch's where torch and the
+# reference agree (LOADS_STRICTER_THAN_TORCH lists where they do not).
+
+_LEAF = '{"type": null, "context": null, "children_spec": []}'
+
+
+def _doc(node: str) -> str:
+    return "[1, " + node + "]"
+
+
+def _dict(context_json: str, children: int = 1) -> str:
+    """A dict node whose context (JSON text in a JSON string) is given raw."""
+    children_json = ", ".join([_LEAF] * children)
+    return _doc(
+        f'{{"type": "builtins.dict", "context": {json.dumps(context_json)}, '
+        f'"children_spec": [{children_json}]}}'
+    )
+
+
+class Box:
+    """A custom node with a JSON context and no hooks (loads scenario)."""
+
+    def __init__(self, meta, children):
+        self.meta, self.children = meta, children
+
+
+def register_loads(pt) -> None:
+    pt.register_pytree_node(
+        Box,
+        lambda b: (b.children, b.meta),
+        lambda values, meta: Box(meta, list(values)),
+        serialized_type_name="tests.hostile.Box",
+    )
+
+
+def _box(context_json: str) -> str:
+    return _doc(
+        f'{{"type": "tests.hostile.Box", "context": {json.dumps(context_json)}, '
+        '"children_spec": []}'
+    )
+
+
+LOADS_TEXTS = {
+    # A leading UTF-8 byte-order mark: json.loads raises "Unexpected UTF-8
+    # BOM" for a str; simdjson >= 3.6 skips it (the document and contexts).
+    "bom": "\ufeff" + _doc(_LEAF),
+    "bom_in_dict_context": _dict('\ufeff["a"]'),
+    "bom_in_custom_context": _box('\ufeff{"a": 1}'),
+    "bom_raw_in_dict_context": _doc(
+        '{"type": "builtins.dict", "context": "\ufeff[\\"a\\"]", "children_spec": [' + _LEAF + "]}"
+    ),
+    "bom_after_space": " \ufeff" + _doc(_LEAF),
+    "bom_inside": "[1, \ufeff" + _LEAF + "]",
+    "bom_in_string": _dict('["\ufeffa"]'),
+    # bytes: json.loads decodes them itself, a BOM included (utf-8-sig).
+    "bytes": _doc(_LEAF).encode(),
+    "bytes_bom": ("\ufeff" + _doc(_LEAF)).encode(),
+    # Integers past 64 bits: simdjson 3.x rejects them, 4.5+ can keep them
+    # as BIGINT; json.loads makes ints of any size up to its digit limit.
+    "uint64_max_key": _dict("[18446744073709551615]"),
+    "bigint_key": _dict("[18446744073709551616]"),
+    "negative_bigint_key": _dict("[-9223372036854775809]"),
+    "int64_min_key": _dict("[-9223372036854775808]"),
+    "bigint_protocol": "[18446744073709551617, " + _LEAF + "]",
+    "bigint_in_custom_context": _box('{"n": 123456789012345678901234567890}'),
+    "int_past_digit_limit_key": _dict("[" + "1" * 5000 + "]"),
+    # Numbers out of double range, signed zeros, exponents.
+    "huge_float_key": _dict("[1e400]"),
+    "huge_negative_float_key": _dict("[-1e400]"),
+    "tiny_float_key": _dict("[1e-400]"),
+    "minus_zero_key": _dict("[-0]"),
+    "minus_zero_float_key": _dict("[-0.0]"),
+    "exponent_int_key": _dict("[1E2]"),
+    "long_mantissa_key": _dict("[3.14159265358979323846264338327950288419716939937510]"),
+    "leading_zero_key": _dict("[01]"),
+    "plus_sign_key": _dict("[+1]"),
+    "bare_dot_key": _dict("[1.]"),
+    "deque_maxlen_float": _doc(
+        '{"type": "collections.deque", "context": "3.0", "children_spec": []}'
+    ),
+    "deque_maxlen_bigint": _doc(
+        '{"type": "collections.deque", "context": "18446744073709551616", "children_spec": []}'
+    ),
+    # NaN and Infinity: json.loads takes exactly these three spellings;
+    # simdjson rejects them, or (SIMDJSON_ENABLE_NAN_INF) takes others too.
+    "nan_key": _dict("[NaN]"),
+    "infinity_key": _dict("[Infinity]"),
+    "negative_infinity_key": _dict("[-Infinity]"),
+    "lowercase_nan_key": _dict("[nan]"),
+    "negative_nan_key": _dict("[-NaN]"),
+    "inf_key": _dict("[inf]"),
+    "nan_protocol": "[NaN, " + _LEAF + "]",
+    # Content after the document.
+    "trailing_whitespace": _doc(_LEAF) + " \t\r\n",
+    "trailing_garbage": _doc(_LEAF) + " x",
+    "trailing_nul": _doc(_LEAF) + "\x00",
+    "trailing_document": _doc(_LEAF) + _doc(_LEAF),
+    "trailing_in_context": _dict('["a"] x'),
+    "form_feed_whitespace": "\x0c" + _doc(_LEAF),
+    "nbsp_whitespace": "\xa0" + _doc(_LEAF),
+    # Strings: surrogates (escaped and raw), control characters, escapes.
+    "lone_high_surrogate_escape": _dict('["\\ud800"]'),
+    "lone_low_surrogate_escape": _dict('["\\udc00"]'),
+    "reversed_surrogates_escape": _dict('["\\udc00\\ud800"]'),
+    "surrogate_pair_escape": _dict('["\\ud83d\\ude00"]'),
+    "raw_lone_surrogate": _dict('["\ud800"]'),
+    "raw_lone_surrogate_in_document": _doc(
+        '{"type": "builtins.list", "context": "null", "children_spec": [], "x": "\ud800"}'
+    ),
+    "nul_escape_key": _dict('["\\u0000"]'),
+    "raw_control_character_key": _dict('["\x01"]'),
+    "raw_control_character_in_document": _doc(
+        '{"type": "builtins.list", "context": "null", "children_spec": ["\x01"]}'
+    ),
+    "raw_del_key": _dict('["\x7f"]'),
+    "bad_escape_key": _dict('["\\x41"]'),
+    "short_unicode_escape_key": _dict('["\\u12"]'),
+    "solidus_escape_key": _dict('["\\/"]'),
+    "non_bmp_key": _dict('["\U0001f600"]'),
+    # Duplicate object keys: json.loads keeps the last value.
+    "duplicate_node_fields": _doc(
+        '{"type": "builtins.list", "type": "builtins.tuple", "context": "null", '
+        '"children_spec": [], "extra": 1}'
+    ),
+    "duplicate_keys_in_custom_context": _box('{"a": 1, "a": 2}'),
+    "duplicate_dict_keys": _dict('["a", "a"]', children=2),
+    # Structure and literals.
+    "empty": "",
+    "whitespace_only": "  ",
+    "truncated": _doc(_LEAF)[:-3],
+    "single_quotes": "[1, {'type': null}]",
+    "trailing_comma": "[1, " + _LEAF + ",]",
+    "capitalised_null": _doc('{"type": Null, "context": null, "children_spec": []}'),
+    "context_with_spaces": _doc(
+        '{"type": "builtins.list", "context": " null ", "children_spec": []}'
+    ),
+    "protocol_true": "[true, " + _LEAF + "]",
+    "protocol_float": "[1.0, " + _LEAF + "]",
+    "deep_arrays": "[" * 5000 + "]" * 5000,
+    "deep_context": _box("[" * 5000 + "]" * 5000),
+}
+
+# Texts on which cpytree's reference is stricter than torch 2.13 on purpose
+# (torch builds a deque spec with maxlen 3.0, which cannot unflatten):
+# outcomes compared with the reference only.
+LOADS_STRICTER_THAN_TORCH = {"deque_maxlen_float"}
+
+
+def scenario_loads(pt) -> None:
+    """treespec_loads (uncached) on every LOADS_TEXTS entry: the exception, or
+    the spec's treespec_dumps text."""
+    register_loads(pt)
+    loads = getattr(pt.treespec_loads, "__wrapped__", pt.treespec_loads)
+    for name, text in LOADS_TEXTS.items():
+        run_op("loads/" + name, lambda text=text: loads(text), pt.treespec_dumps)
+
+
 def main() -> None:
     impl_name, scenario = sys.argv[1], sys.argv[2]
     if impl_name == "torch":
@@ -446,6 +608,8 @@ def main() -> None:
             scenario_cyclic(pt, shape)
         elif kind == "mutation":
             scenario_mutation(pt)
+        elif kind == "loads":
+            scenario_loads(pt)
         else:
             raise SystemExit(f"unknown scenario {sc}")
     emit(event="end")

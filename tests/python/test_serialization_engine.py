@@ -8,6 +8,11 @@ src/deserialize.cc) against torch 2.13 and the pure-Python reference.
 * loads (uncached, `treespec_loads.__wrapped__`): the spec the reference
   loads, on torch's strings and on mutated (hostile) strings, where both
   raise the same exception type and message;
+* loads of every text of `_hostile.LOADS_TEXTS` (the inputs on which some
+  simdjson version and Python's json.loads disagree: a UTF-8 BOM, integers
+  past 64 bits, NaN spellings, trailing content, surrogates, duplicate keys),
+  run in child processes: the engine's outcome is the reference's, and the
+  reference's is torch's except where it is stricter on purpose;
 * the public `treespec_loads` stays an lru_cache over the engine function.
 """
 
@@ -19,8 +24,10 @@ from typing import Any, NamedTuple
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+import _hostile
 import cpytree
 import cpytree._reference as ref
+import support
 from support import builtin_container_strategies
 
 try:
@@ -72,8 +79,10 @@ def _register(mod: Any) -> None:
 
 
 _register(cpytree)
+_hostile.register_loads(cpytree)
 if torch_pytree is not None:
     _register(torch_pytree)
+    _hostile.register_loads(torch_pytree)
 
 _text = st.text(alphabet=st.characters(codec="utf-8"), max_size=5) | st.sampled_from(
     ["", "é", "\u2603", "\U0001f600", "\x00\x1f\x7f", '"\\/', "ключ"]
@@ -204,10 +213,38 @@ HOSTILE_TEXTS = [
 ]
 
 
-@pytest.mark.parametrize("text", HOSTILE_TEXTS)
+@pytest.mark.parametrize(
+    "text",
+    HOSTILE_TEXTS + list(_hostile.LOADS_TEXTS.values()),
+    ids=[f"text{i}" for i in range(len(HOSTILE_TEXTS))] + list(_hostile.LOADS_TEXTS),
+)
 def test_listed_hostile_loads_match_reference(text: str) -> None:
     ours = _outcome(engine_loads, text)
     assert _same(ours, _outcome(ref.treespec_loads.__wrapped__, text))
+
+
+def _loads_records(impl_name: str) -> dict[str, Any]:
+    res = support.run_isolated(impl_name, "loads")
+    proc = res.pop("__process__")
+    assert proc["returncode"] == 0, f"{impl_name}: {proc['running']!r}: {proc['stderr']}"
+    assert sorted(res) == sorted("loads/" + name for name in _hostile.LOADS_TEXTS)
+    return {op[len("loads/") :]: (r["exc"], r["msg"], r["ok"]) for op, r in res.items()}
+
+
+def test_hostile_loads_table_matches_reference_and_torch() -> None:
+    # Every text of _hostile.LOADS_TEXTS (BOM, big integers, NaN spellings,
+    # trailing content, surrogates, duplicate keys, ...), each implementation
+    # in a child process: the engine gives the reference's exception and
+    # message, or a spec with the same dumps, whatever simdjson the build
+    # found; the reference gives torch's (json.loads decides what is JSON).
+    ours = _loads_records("cpytree")
+    assert ours == _loads_records("cpytree._reference")
+    if torch_pytree is None:
+        return
+    theirs = _loads_records("torch")
+    differ = {name for name in ours if ours[name] != theirs[name]}
+    assert differ == _hostile.LOADS_STRICTER_THAN_TORCH, {n: (ours[n], theirs[n]) for n in differ}
+    assert ours["bom"][0] == "JSONDecodeError" and "BOM" in ours["bom"][1]
 
 
 @needs_torch

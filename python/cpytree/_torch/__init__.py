@@ -40,12 +40,16 @@ import sys
 import threading
 import warnings
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import _spec_interop, _versions, dynamo as _dynamo
 from ._follow import TorchRegistryFollower
 from ._patch import Patches, find_bindings, rebind_imports as _rebind_imports
 from ._registry import RegistryMirror
+
+# What only install() and uninstall() use is imported there, on first use, so
+# `import cpytree` does not load it (Dynamo hooks, spec interop, version table).
+if TYPE_CHECKING:
+    from . import dynamo as _dynamo
 
 __all__ = ["install", "is_installed", "status", "uninstall"]
 
@@ -204,9 +208,11 @@ def install(*, rebind_imports: bool = True) -> None:
         import torch.fx._pytree
         import torch.utils._pytree as tp
 
+        from . import _spec_interop, _versions, dynamo as _dynamo
+
         _versions.check_torch_version(torch.__version__)
         patches, hooks = Patches(), _dynamo.DynamoHooks()
-        mirror = RegistryMirror(tp, cpytree._reference)
+        mirror = RegistryMirror(tp, cpytree)
         spec_ready = False
         try:
             mirror.start(patches)
@@ -277,6 +283,8 @@ def install(*, rebind_imports: bool = True) -> None:
 
 def _undo_after_dynamo_failure(error: BaseException) -> None:
     """Dynamo was imported after install() and refused its entries: put torch back."""
+    from . import dynamo as _dynamo
+
     _dynamo.warn_failed(error)
     uninstall()
 
@@ -295,6 +303,8 @@ def uninstall() -> None:
         state = _state
         if state is None:
             return
+        from . import _spec_interop
+
         state.dynamo.remove_all()
         skipped = state.patches.undo()
         late = {key: pair[0] for key, pair in state.undo_map.items()}
@@ -334,7 +344,7 @@ def follow_torch_registry() -> TorchRegistryFollower:
         if _FOLLOWER is None:
             import cpytree
 
-            _FOLLOWER = TorchRegistryFollower(frozenset(cpytree._reference.BUILTIN_TYPES))
+            _FOLLOWER = TorchRegistryFollower(frozenset(cpytree.BUILTIN_TYPES))
             _FOLLOWER.start()
         return _FOLLOWER
 

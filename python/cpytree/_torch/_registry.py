@@ -10,7 +10,7 @@ eager). So while installed the two registries act as one:
   cpytree-only registration into torch;
 * torch's `_private_register_pytree_node` and `_deregister_pytree_node` (which
   every torch registration API ends in) are wrapped to copy the change into
-  cpytree; a hook in `cpytree._reference._REGISTRATION_HOOKS` copies cpytree's
+  cpytree; a hook in `cpytree._registry._REGISTRATION_HOOKS` copies cpytree's
   changes into torch;
 * one lock serialises both: cpytree's registry lock is replaced by torch's
   (both are RLocks), so a registration entering through either side, and the
