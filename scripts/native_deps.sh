@@ -17,8 +17,10 @@
 #                               hidden visibility (-fvisibility=hidden)
 #     cpytree-deps.cmake        imported targets absl::flat_hash_map,
 #                               absl::hash, simdjson::simdjson
-# <hash> covers cmake/deps.lock and this script: changing either makes a new
-# prefix. Compiles run under the build lock ($BUILD_LOCK), $JOBS at a time.
+# <hash> covers cmake/deps.lock and RECIPE (bump it when the way the libraries
+# are compiled changes): either makes a new prefix. The wrappers in bin/ are
+# rewritten on every run. Compiles run under the build lock ($BUILD_LOCK),
+# $JOBS at a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ARCH=${1:-x86_64}
@@ -28,10 +30,10 @@ CACHE=${CPYTREE_CACHE:-$HOME/.cache/cpytree}
 JOBS=${JOBS:-2}
 LOCK=${BUILD_LOCK:-build.lock}
 LOCKFILE=$(realpath -m "$LOCK")
+RECIPE=1
 pin() { awk -v n="$1" -v f="$2" '$1 == n { print $f }' cmake/deps.lock; }
-hash=$(cat cmake/deps.lock "$0" | sha256sum | cut -c1-12)
+hash=$( (cat cmake/deps.lock; echo "recipe $RECIPE") | sha256sum | cut -c1-12)
 PREFIX=$CACHE/deps-$hash/$TARGET
-if [ -f "$PREFIX/cpytree-deps.cmake" ]; then echo "$PREFIX"; exit 0; fi
 mkdir -p "$CACHE/downloads"
 start=$(date +%s)
 
@@ -63,25 +65,25 @@ if [ ! -x "$ZIGDIR/ziglang/zig" ]; then
 fi
 ZIG=$ZIGDIR/ziglang/zig
 
+# Wrappers: zig for this target, with zig's cache beside zig (not ~/.cache/zig).
+wrappers() {  # directory
+  mkdir -p "$1"
+  for tool in cc c++; do
+    printf '#!/bin/sh\nZIG_GLOBAL_CACHE_DIR="%s" exec "%s" %s -target %s "$@"\n' \
+      "$ZIGDIR/cache" "$ZIG" "$tool" "$TARGET" > "$1/$tool"
+  done
+  for tool in ar ranlib; do
+    printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$ZIG" "$tool" > "$1/$tool"
+  done
+  # CMake's install --strip calls `strip FILE` (zig objcopy cannot strip a
+  # shared object yet): binutils' strip, which reads x86_64 and aarch64 ELF.
+  printf '#!/bin/sh\nexec %s --strip-all "$@"\n' "$(command -v strip || echo strip)" > "$1/strip"
+  chmod +x "$1"/*
+}
+if [ -f "$PREFIX/cpytree-deps.cmake" ]; then wrappers "$PREFIX/bin"; echo "$PREFIX"; exit 0; fi
 rm -rf "$PREFIX.tmp" && mkdir -p "$PREFIX.tmp"/{bin,include,lib,src,obj}
 P=$PREFIX.tmp
-# Wrappers: zig for this target, with zig's cache beside zig (not ~/.cache/zig).
-for tool in cc c++; do
-  cat > "$P/bin/$tool" <<W
-#!/bin/sh
-ZIG_GLOBAL_CACHE_DIR="$ZIGDIR/cache" exec "$ZIG" $tool -target $TARGET "\$@"
-W
-done
-for tool in ar ranlib; do
-  printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$ZIG" "$tool" > "$P/bin/$tool"
-done
-# CMake's install --strip calls `strip FILE`: zig objcopy --strip-all.
-cat > "$P/bin/strip" <<W
-#!/bin/sh
-for f; do :; done
-"$ZIG" objcopy --strip-all "\$f" "\$f.stripped" && mv "\$f.stripped" "\$f"
-W
-chmod +x "$P"/bin/*
+wrappers "$P/bin"
 # Everything built here is position-independent with hidden symbols, so the
 # extension can export PyInit__C alone (CMakeLists.txt's version script).
 CXXFLAGS="-std=c++17 -O3 -DNDEBUG -fPIC -fvisibility=hidden -fvisibility-inlines-hidden

@@ -5,15 +5,15 @@
 #
 # 1. `python -m build --sdist` (in the build venv of scripts/wheel.sh).
 # 2. A wheel builds from the unpacked sdist alone (nothing missing from it).
-# 3. Where CMake cannot find abseil (simulated with
-#    CMAKE_DISABLE_FIND_PACKAGE_absl), installing the sdist fails with the one
-#    message CMakeLists.txt writes, naming the package to install.
+# 3. Where CMake finds neither abseil nor simdjson (simulated with
+#    CMAKE_DISABLE_FIND_PACKAGE_absl/_simdjson), installing the sdist fails with
+#    the one message CMakeLists.txt writes, naming both and the packages to install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${1:-python3}
 DIST=${DIST:-dist}
 ver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-venv=build/wheel/$ver/venv
+venv=build/wheel/$ver-zig/venv
 [ -x "$venv/bin/python" ] || scripts/wheel.sh "$PYTHON" >/dev/null  # creates the build venv
 mkdir -p "$DIST"
 "$venv/bin/python" -m build --sdist --no-isolation --outdir "$DIST" . >/dev/null
@@ -28,15 +28,16 @@ flock "${BUILD_LOCK:-build.lock}" env CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" \
   -C build-dir="$check/cmake" "$sdist" 2>&1 | { grep -v "is ignored: it is neither" || true; }
 ls "$check"/wheel/cpytree-*.whl >/dev/null
 
-echo "sdist: installing it where abseil cannot be found must fail clearly"
+echo "sdist: installing it where abseil and simdjson cannot be found must fail clearly"
 if "$venv/bin/python" -m pip wheel --no-deps --no-build-isolation -w "$check/none" \
      -C build-dir="$check/cmake-noabsl" -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_absl=ON \
+     -C cmake.define.CMAKE_DISABLE_FIND_PACKAGE_simdjson=ON \
      "$sdist" >"$check/noabsl.log" 2>&1; then
-  echo "sdist: the build without abseil succeeded?" >&2; exit 1
+  echo "sdist: the build without abseil and simdjson succeeded?" >&2; exit 1
 fi
-if ! grep -q "cpytree: abseil (C++) not found" "$check/noabsl.log" \
-   || ! grep -q "apt-get install libabsl-dev" "$check/noabsl.log"; then
-  echo "sdist: no clear message without abseil; the log:" >&2
+if ! grep -q "cpytree: abseil and simdjson not found" "$check/noabsl.log" \
+   || ! grep -q "apt-get install libabsl-dev libsimdjson-dev" "$check/noabsl.log"; then
+  echo "sdist: no clear message without abseil and simdjson; the log:" >&2
   cat "$check/noabsl.log" >&2; exit 1
 fi
 grep -A8 "CMake Error" "$check/noabsl.log" | head -12

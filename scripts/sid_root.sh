@@ -5,7 +5,7 @@
 # and reused; prints the folder's path on the last line.
 #
 #   scripts/sid_root.sh                 # amd64: python3.14, python3.15 (+ -dev, -venv)
-#   scripts/sid_root.sh arm64           # arm64: one CPython, unpacked only (see below)
+#   scripts/sid_root.sh arm64           # arm64: CPython 3.14 and its headers, unpacked only
 #   scripts/sid_root.sh amd64 run CMD.. # CMD inside the folder (chroot, env -i),
 #                                       # in the checkout: bound at its own path,
 #                                       # as are $CPYTREE_CACHE and /tmp (build lock)
@@ -30,7 +30,7 @@ MIRROR=${MIRROR:-http://deb.debian.org/debian}
 AMD64_PKGS="python3.14 python3.14-venv python3.14-dev python3.15 python3.15-venv python3.15-dev
   ca-certificates binutils"
 ARM64_PYTHON=${ARM64_PYTHON:-3.14}
-ARM64_PKGS="python$ARM64_PYTHON python$ARM64_PYTHON-venv"
+ARM64_PKGS="python$ARM64_PYTHON python$ARM64_PYTHON-venv libpython$ARM64_PYTHON-dev"
 
 in_root() {  # chroot with a clean environment; /proc and /dev for CPython and pip
   mountpoint -q "$ROOT/proc" || mount -t proc proc "$ROOT/proc"

@@ -109,7 +109,10 @@ CPYTREE_NOINLINE void SetPythonErrorFromCxx();
 // CPython's C frames (std::terminate: a failed allocation of a builder
 // vector aborted the interpreter instead of raising MemoryError). Costs
 // nothing when nothing throws. The forced unwind of a thread ended by
-// pthread_exit passes through (see MayReleaseInDestructor).
+// pthread_exit passes through (see MayReleaseInDestructor): libstdc++ runs
+// catch (...) for it, hence the rethrow of abi::__forced_unwind; libc++abi
+// (the wheels' runtime) runs only cleanups during a forced unwind, never a
+// catch clause, and has no such type.
 template <auto Fn>
 struct Guarded;
 template <class R, class... A, R (*Fn)(A...)>
@@ -117,8 +120,10 @@ struct Guarded<Fn> {
   static R Call(A... args) {
     try {
       return Fn(args...);
+#if defined(__GLIBCXX__)
     } catch (abi::__forced_unwind&) {
       throw;
+#endif
     } catch (...) {
       SetPythonErrorFromCxx();
       if constexpr (std::is_pointer_v<R>) {
