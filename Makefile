@@ -258,7 +258,7 @@ WHEEL_SYMBOLS  ?= 0
 TORCH_VERSIONS ?= 2.13.0 2.14.1
 SID            := scripts/sid_root.sh amd64
 
-.PHONY: setup-system wheel wheels sdist test-pythons test-torch-versions
+.PHONY: setup-system wheel wheels sdist test-pythons test-torch-versions test-aarch64 test-torch-sid
 
 setup-system:
 	@SETUP_VENV=0 bash scripts/setup.sh
@@ -294,6 +294,18 @@ test-pythons: setup-system
 	  if JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) $(SID) run scripts/test_python.sh /usr/bin/python$$v; \
 	  then r=ok; else r=FAILED; status=1; fi; summary="$$summary $$v(sid):$$r"; \
 	done; echo "test-pythons:$$summary"; exit $$status
+
+# Not in .ci/run (too long there): the cp314 aarch64 wheel (cross-built with
+# zig) and tests/python under qemu-aarch64-static with Debian sid's arm64
+# CPython (scripts/wheel_aarch64.sh; subprocess tests deselected, listed there);
+# torch 2.14.1 (PyPI's CUDA build, several GB, run on the CPU) on CPython 3.14
+# in the sid folder running the torch-facing suites.
+test-aarch64: setup-system
+	@JOBS=$(JOBS) scripts/wheel_aarch64.sh test
+
+test-torch-sid: setup-system
+	@$(SID) >/dev/null && $(SID) run env TORCH_PYTHON=/usr/bin/python3.14 TORCH_VENV_SUFFIX=-py3.14 \
+	  scripts/test_torch_versions.sh 2.14.1
 
 test-torch-versions: setup-system
 	@JOBS=$(JOBS) scripts/test_torch_versions.sh $(TORCH_VERSIONS)

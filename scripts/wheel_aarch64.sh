@@ -52,8 +52,7 @@ so=$(ls "$root"/cmake/_C.cpython-*-aarch64-linux-gnu.so)
 [ "$strip" = OFF ] || "$deps/bin/strip" "$so"
 
 # The x86_64 wheel of the same CPython gives the pure-Python part.
-x86=$(ls -t "$DIST"/cpytree-*-"$CP"-"$CP"-manylinux_2_28_x86_64.whl 2>/dev/null | head -1 || true)
-[ -n "$x86" ] || { echo "wheel_aarch64: no $CP x86_64 wheel in $DIST: make wheels first" >&2; exit 1; }
+x86=$(scripts/sid_root.sh amd64 run scripts/wheel.sh "/usr/bin/python$PYV" | tail -1)
 work=$root/unpacked
 rm -rf "$work" && mkdir -p "$work"
 "$tools/python" -m wheel unpack -d "$work" "$x86" >/dev/null
