@@ -40,6 +40,16 @@ if [ "$(cat "$venv/.reqs" 2>/dev/null)" != "$BUILD_REQS" ]; then
   echo "$BUILD_REQS" > "$venv/.reqs"
 fi
 
+# Debian's CPython headers (the sid folder) include their pyconfig.h as
+# <x86_64-linux-gnu/python3.X/pyconfig.h>; zig searches no /usr/include of the
+# build machine, so a folder holding just that one link is added.
+extra=()
+multi=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("MULTIARCH") or "")')
+if [ -n "$multi" ] && [ -d "/usr/include/$multi/python$ver" ]; then
+  shim=$(realpath -m "$root/include-shim")
+  mkdir -p "$shim/$multi" && ln -sfn "/usr/include/$multi/python$ver" "$shim/$multi/python$ver"
+  extra=(-C "cmake.define.CMAKE_CXX_FLAGS=-isystem $shim")
+fi
 strip=true
 [ "${WHEEL_SYMBOLS:-0}" = 1 ] && strip=false
 raw=$root/raw
@@ -49,7 +59,7 @@ flock "${BUILD_LOCK:-build.lock}" env CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" \
   "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$raw" \
   -C build-dir="$root/cmake" -C install.strip=$strip \
   -C cmake.define.CMAKE_TOOLCHAIN_FILE="$PWD/cmake/zig-toolchain.cmake" \
-  -C cmake.define.CPYTREE_DEPS="$deps" . >&2
+  -C cmake.define.CPYTREE_DEPS="$deps" "${extra[@]}" . >&2
 whl=$(ls "$raw"/cpytree-*.whl)
 # auditwheel logs every step at INFO; its warnings and errors still show.
 PATH="$(realpath "$venv/bin"):$PATH" "$venv/bin/auditwheel" repair --plat manylinux_2_28_x86_64 \
