@@ -43,13 +43,19 @@ tools=$(realpath "build/wheel/$hv-zig/venv/bin")
 "$tools/python" -m pip install -q wheel 2>&1 | { grep -v "is ignored: it is neither" || true; }
 
 strip=ON; [ "${WHEEL_SYMBOLS:-0}" = 1 ] && strip=OFF
+# Debian's pyconfig.h includes <aarch64-linux-gnu/python3.X/pyconfig.h>: a
+# folder with that one link (never the arm64 folder's whole /usr/include).
+shim=$(realpath -m "$root/include-shim")
+mkdir -p "$shim/aarch64-linux-gnu"
+ln -sfn "$arm/usr/include/aarch64-linux-gnu/python$PYV" "$shim/aarch64-linux-gnu/python$PYV"
 "$tools/cmake" -S . -B "$root/cmake" -G Ninja -DCMAKE_MAKE_PROGRAM="$tools/ninja" \
   -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/zig-toolchain.cmake" -DCPYTREE_DEPS="$deps" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCPYTREE_BUILD_PYTHON=ON -DCPYTREE_BUILD_TESTS=OFF \
-  -DPython_EXECUTABLE="$PWD/$root/python" -Dpybind11_DIR="$("$tools/python" -m pybind11 --cmakedir)" >/dev/null
+  -DPython_EXECUTABLE="$PWD/$root/python" -DPython_INCLUDE_DIR="$arm/usr/include/python$PYV" \
+  -DCMAKE_CXX_FLAGS="-isystem $shim" -Dpybind11_DIR="$("$tools/python" -m pybind11 --cmakedir)" >/dev/null
 flock "${BUILD_LOCK:-build.lock}" "$tools/cmake" --build "$root/cmake" -j "${JOBS:-2}" --target _C
 so=$(ls "$root"/cmake/_C.cpython-*-aarch64-linux-gnu.so)
-[ "$strip" = OFF ] || "$deps/bin/strip" "$so"
+[ "$strip" = OFF ] || { command -v aarch64-linux-gnu-strip >/dev/null || apt-get install -y -q binutils-aarch64-linux-gnu >&2; aarch64-linux-gnu-strip --strip-all "$so"; }
 
 # The x86_64 wheel of the same CPython gives the pure-Python part.
 x86=$(scripts/sid_root.sh amd64 run scripts/wheel.sh "/usr/bin/python$PYV" | tail -1)
@@ -59,7 +65,7 @@ rm -rf "$work" && mkdir -p "$work"
 pkg=$(ls -d "$work"/cpytree-*)
 rm "$pkg"/cpytree/_C.*.so
 cp "$so" "$pkg/cpytree/"
-sed -i 's/^Tag: \(.*\)-manylinux_2_28_x86_64$/Tag: \1-manylinux_2_28_aarch64/' "$pkg"/cpytree-*.dist-info/WHEEL
+sed -i 's/^\(Tag: .*\)_x86_64$/\1_aarch64/' "$pkg"/cpytree-*.dist-info/WHEEL
 rm -f "$DIST"/cpytree-*-"$CP"-*aarch64.whl
 "$tools/python" -m wheel pack -d "$DIST" "$pkg" >/dev/null
 whl=$(ls -t "$DIST"/cpytree-*-"$CP"-*aarch64.whl | head -1)
