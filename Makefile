@@ -258,28 +258,53 @@ clean:
 
 # ---------------------------------------------------------------- packaging
 # Wheels, the sdist, and the suites against them on every CPython and torch
-# version on the machine (README: "Wheels and supported versions").
-#   make wheel                 manylinux wheels for every CPython >= 3.10 found, in dist/
-#   make wheel WHEEL_SYMBOLS=1 the same with debug information kept (profiling)
+# version (README: "Wheels"). Wheels are built with zig for glibc 2.28 with
+# abseil, simdjson and libc++ linked in (cmake/deps.lock, scripts/native_deps.sh;
+# toolchain and dependencies cached in ~/.cache/cpytree).
+#   make wheels                manylinux_2_28 x86_64 wheels, cp310-cp313 from the
+#                              machine (pyenv) and cp314, cp315 from a Debian sid
+#                              folder (scripts/sid_root.sh), in dist/; then every
+#                              wheel's extension checked (glibc <= 2.28, exports)
+#   make wheels WHEEL_SYMBOLS=1  the same with debug information kept (profiling)
 #   make sdist                 dist/cpytree-<v>.tar.gz, checked to build, and to fail
-#                              clearly where abseil is missing
-#   make test-pythons          per CPython: its wheel in a fresh venv, tests/packaging
-#                              (ldd, auditwheel show) and the whole tests/python
+#                              clearly where abseil or simdjson is missing
+#   make test-pythons          per CPython (3.10-3.15): its wheel in a fresh venv,
+#                              tests/packaging then the whole tests/python
 #   make test-torch-versions   the torch-facing tests on torch 2.13.0 and 2.14.1
-# PYTHONS overrides the interpreters (default: scripts/find_pythons.sh).
+# PYTHONS overrides the machine's interpreters (default: scripts/find_pythons.sh);
+# SID_PYTHONS the sid folder's (default 3.14 3.15; empty: none).
 PYTHONS        ?= $(shell scripts/find_pythons.sh)
+SID_PYTHONS    ?= 3.14 3.15
 WHEEL_SYMBOLS  ?= 0
+# zig (manylinux_2_28, everything linked in) or system (the machine's gcc,
+# Debian's abseil/simdjson grafted in; what CI tests: see .ci/run).
+WHEEL_TOOLCHAIN ?= zig
+export WHEEL_TOOLCHAIN
 TORCH_VERSIONS ?= 2.13.0 2.14.1
+SID            := scripts/sid_root.sh amd64
 
-.PHONY: setup-system wheel sdist test-pythons test-torch-versions
+.PHONY: setup-system wheel wheels sdist test-pythons test-torch-versions test-aarch64 test-torch-sid
 
 setup-system:
 	@SETUP_VENV=0 bash scripts/setup.sh
 
-wheel: setup-system
-	@for py in $(PYTHONS); do \
+wheel: wheels
+
+wheels: setup-system
+	@start=$$(date +%s); rm -f dist/cpytree-*.whl; \
+	for py in $(PYTHONS); do \
 	  JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) scripts/wheel.sh $$py >/dev/null || exit 1; \
-	done; ls -l dist/*.whl
+	done; \
+	if [ -n "$(SID_PYTHONS)" ]; then $(SID) >/dev/null || exit 1; fi; \
+	for v in $(SID_PYTHONS); do \
+	  JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) $(SID) run scripts/wheel.sh /usr/bin/python$$v >/dev/null \
+	    || exit 1; \
+	done; ls -l dist/*.whl; \
+	first=$$(echo $(PYTHONS) | cut -d' ' -f1); \
+	ver=$$($$first -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+	CPYTREE_DIST=dist build/wheel/$$ver-zig/venv/bin/python -m pytest -q -p no:cacheprovider \
+	  tests/packaging/test_wheel.py -k every_wheel_in_dist || exit 1; \
+	echo "wheels: built and checked in $$(( $$(date +%s) - start )) s"
 
 sdist: setup-system
 	@JOBS=$(JOBS) scripts/sdist.sh
@@ -288,7 +313,24 @@ test-pythons: setup-system
 	@status=0; summary=""; for py in $(PYTHONS); do \
 	  if JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) scripts/test_python.sh $$py; then r=ok; else r=FAILED; status=1; fi; \
 	  summary="$$summary $$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])'):$$r"; \
+	done; \
+	if [ -n "$(SID_PYTHONS)" ]; then $(SID) >/dev/null || exit 1; fi; \
+	for v in $(SID_PYTHONS); do \
+	  if JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) $(SID) run scripts/test_python.sh /usr/bin/python$$v; \
+	  then r=ok; else r=FAILED; status=1; fi; summary="$$summary $$v(sid):$$r"; \
 	done; echo "test-pythons:$$summary"; exit $$status
+
+# Not in .ci/run (too long there): the cp314 aarch64 wheel (cross-built with
+# zig) and tests/python under qemu-aarch64-static with Debian sid's arm64
+# CPython (scripts/wheel_aarch64.sh; subprocess tests deselected, listed there);
+# torch 2.14.1 (PyPI's CUDA build, several GB, run on the CPU) on CPython 3.14
+# in the sid folder running the torch-facing suites.
+test-aarch64: setup-system
+	@JOBS=$(JOBS) scripts/wheel_aarch64.sh test
+
+test-torch-sid: setup-system
+	@$(SID) >/dev/null && $(SID) run env TORCH_PYTHON=/usr/bin/python3.14 TORCH_VENV_SUFFIX=-py3.14 \
+	  scripts/test_torch_versions.sh 2.14.1
 
 test-torch-versions: setup-system
 	@JOBS=$(JOBS) scripts/test_torch_versions.sh $(TORCH_VERSIONS)

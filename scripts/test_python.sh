@@ -30,7 +30,8 @@ if report=$("$venv/bin/python" -m pip install -q --dry-run --no-index --no-deps 
 fi
 echo "test-python $ver: $(basename "$wheel"), $torch_note"
 export CPYTREE_REQUIRE_ENGINE=1 CPYTREE_WHEEL=$wheel \
-  CPYTREE_AUDITWHEEL=$(realpath "build/wheel/$ver/venv/bin/auditwheel") \
+  CPYTREE_AUDITWHEEL=$(realpath "build/wheel/$ver$([ "${WHEEL_TOOLCHAIN:-zig}" = zig ] && echo -zig)/venv/bin/auditwheel") \
+  CPYTREE_WHEEL_TOOLCHAIN=${WHEEL_TOOLCHAIN:-zig} \
   CPYTREE_WHEEL_SYMBOLS=${WHEEL_SYMBOLS:-0}
 # -p no:cacheprovider: several venvs share the checkout; no .pytest_cache churn.
 "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/packaging ${PYTEST_ARGS:-tests/python}

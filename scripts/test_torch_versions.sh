@@ -26,7 +26,7 @@ wheel=$(scripts/wheel.sh "$PYTHON" | tail -1)
 quiet() { "$@" 2>&1 | { grep -v "is ignored: it is neither" || true; }; return "${PIPESTATUS[0]}"; }
 status=0; summary=""
 for version in "$@"; do
-  venv=build/torch/$version/venv
+  venv=build/torch/$version${TORCH_VENV_SUFFIX:-}/venv
   if [ "$(cat "$venv/.torch" 2>/dev/null)" != "$version" ]; then
     rm -rf "$venv"
     "$PYTHON" -m venv "$venv"

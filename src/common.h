@@ -109,7 +109,10 @@ CPYTREE_NOINLINE void SetPythonErrorFromCxx();
 // CPython's C frames (std::terminate: a failed allocation of a builder
 // vector aborted the interpreter instead of raising MemoryError). Costs
 // nothing when nothing throws. The forced unwind of a thread ended by
-// pthread_exit passes through (see MayReleaseInDestructor).
+// pthread_exit passes through (see MayReleaseInDestructor): libstdc++ names
+// it abi::__forced_unwind; libc++abi (the wheels' runtime) has no such type
+// but enters catch (...) for it as for any foreign (non-C++) exception, which
+// has no C++ type: rethrown.
 template <auto Fn>
 struct Guarded;
 template <class R, class... A, R (*Fn)(A...)>
@@ -117,9 +120,14 @@ struct Guarded<Fn> {
   static R Call(A... args) {
     try {
       return Fn(args...);
+#if defined(__GLIBCXX__)
     } catch (abi::__forced_unwind&) {
       throw;
+#endif
     } catch (...) {
+#if !defined(__GLIBCXX__)
+      if (abi::__cxa_current_exception_type() == nullptr) throw;
+#endif
       SetPythonErrorFromCxx();
       if constexpr (std::is_pointer_v<R>) {
         return nullptr;

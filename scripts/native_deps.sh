@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# The wheels' toolchain and native dependencies (cmake/deps.lock), made once
+# into a cache outside the checkout, for one target:
+#
+#   scripts/native_deps.sh [x86_64|aarch64]     # default: x86_64
+#
+# Prints, on its last line, the prefix holding them: pass it to CMake as
+# -DCPYTREE_DEPS=<prefix> with -DCMAKE_TOOLCHAIN_FILE=cmake/zig-toolchain.cmake
+# (scripts/wheel.sh does). In $CPYTREE_CACHE (default ~/.cache/cpytree):
+#   downloads/                  the pinned archives, sha256-checked
+#   zig-<version>/              zig from the pinned ziglang wheel, and zig's own
+#                               cache (libc++, glibc stubs: built on first use)
+#   deps-<hash>/<target>/       per target (<arch>-linux-gnu.2.28):
+#     bin/                      cc, c++, ar, ranlib, strip: zig for that target
+#     include/                  abseil's headers, simdjson.h
+#     lib/                      libcpytree_absl.a, libsimdjson.a: static, PIC,
+#                               hidden visibility (-fvisibility=hidden)
+#     cpytree-deps.cmake        imported targets absl::flat_hash_map,
+#                               absl::hash, simdjson::simdjson
+# <hash> covers cmake/deps.lock and RECIPE (bump it when the way the libraries
+# are compiled changes): either makes a new prefix. The wrappers in bin/ are
+# rewritten on every run. Compiles run under the build lock ($BUILD_LOCK),
+# $JOBS at a time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ARCH=${1:-x86_64}
+GLIBC=2.28
+TARGET=$ARCH-linux-gnu.$GLIBC
+CACHE=${CPYTREE_CACHE:-$HOME/.cache/cpytree}
+JOBS=${JOBS:-2}
+LOCK=${BUILD_LOCK:-build.lock}
+LOCKFILE=$(realpath -m "$LOCK")
+RECIPE=1
+pin() { awk -v n="$1" -v f="$2" '$1 == n { print $f }' cmake/deps.lock; }
+hash=$( (cat cmake/deps.lock; echo "recipe $RECIPE") | sha256sum | cut -c1-12)
+PREFIX=$CACHE/deps-$hash/$TARGET
+mkdir -p "$CACHE/downloads"
+start=$(date +%s)
+
+# Download a pinned archive once and check its sha256.
+fetch() {  # name -> path of the archive
+  local name=$1 url sha file
+  url=$(pin "$name" 4) sha=$(pin "$name" 3)
+  file=$CACHE/downloads/$(basename "$url")
+  if [ ! -f "$file" ]; then
+    curl -sSfL --retry 3 -o "$file.part" "$url"
+    mv "$file.part" "$file"
+  fi
+  echo "$sha  $file" | sha256sum -c --quiet - >&2 || { rm -f "$file"; echo "native_deps: $name: sha256 mismatch" >&2; exit 1; }
+  echo "$file"
+}
+
+# zig, from the pinned ziglang wheel (pip download --require-hashes).
+ZIGVER=$(pin ziglang 2)
+ZIGDIR=$CACHE/zig-$ZIGVER
+if [ ! -x "$ZIGDIR/ziglang/zig" ]; then
+  echo "native_deps: ziglang $ZIGVER" >&2
+  rm -rf "$ZIGDIR.tmp" && mkdir -p "$ZIGDIR.tmp"
+  echo "ziglang==$ZIGVER --hash=sha256:$(pin ziglang 3)" > "$ZIGDIR.tmp/req.txt"
+  python3 -m pip download -q --no-deps --only-binary :all: --require-hashes \
+    -r "$ZIGDIR.tmp/req.txt" -d "$CACHE/downloads" >&2
+  python3 -m zipfile -e "$CACHE/downloads/ziglang-$ZIGVER-"*.whl "$ZIGDIR.tmp"
+  chmod +x "$ZIGDIR.tmp/ziglang/zig"
+  rm -rf "$ZIGDIR" && mv "$ZIGDIR.tmp" "$ZIGDIR"
+fi
+ZIG=$ZIGDIR/ziglang/zig
+
+# Wrappers: zig for this target, with zig's cache beside zig (not ~/.cache/zig).
+wrappers() {  # directory
+  mkdir -p "$1"
+  for tool in cc c++; do
+    printf '#!/bin/sh\nZIG_GLOBAL_CACHE_DIR="%s" exec "%s" %s -target %s "$@"\n' \
+      "$ZIGDIR/cache" "$ZIG" "$tool" "$TARGET" > "$1/$tool"
+  done
+  for tool in ar ranlib; do
+    printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$ZIG" "$tool" > "$1/$tool"
+  done
+  # CMake's install --strip calls `strip FILE` (zig objcopy cannot strip a
+  # shared object yet): binutils' strip, which reads x86_64 and aarch64 ELF.
+  printf '#!/bin/sh\nexec %s --strip-all "$@"\n' "$(command -v strip || echo strip)" > "$1/strip"
+  chmod +x "$1"/*
+}
+if [ -f "$PREFIX/cpytree-deps.cmake" ]; then wrappers "$PREFIX/bin"; echo "$PREFIX"; exit 0; fi
+rm -rf "$PREFIX.tmp" && mkdir -p "$PREFIX.tmp"/{bin,include,lib,src,obj}
+P=$PREFIX.tmp
+wrappers "$P/bin"
+# Everything built here is position-independent with hidden symbols, so the
+# extension can export PyInit__C alone (CMakeLists.txt's version script).
+CXXFLAGS="-std=c++17 -O3 -DNDEBUG -fPIC -fvisibility=hidden -fvisibility-inlines-hidden
+  -ffunction-sections -fdata-sections -w"
+
+# abseil: only the sources under the directories the engine's pieces
+# (flat_hash_map, hash, inlined_vector) reach; the linker takes from the
+# archive only the objects it needs.
+absl_tar=$(fetch abseil)
+tar -xzf "$absl_tar" -C "$P/src" --wildcards '*/third_party/abseil-cpp/absl/*'
+ABSL=$(echo "$P"/src/*/third_party/abseil-cpp)
+(cd "$ABSL" && find absl -name '*.h' -o -name '*.inc' | cpio -pdm --quiet "$P/include")
+(cd "$ABSL" && find absl/base absl/hash absl/container absl/profiling absl/synchronization absl/time \
+    absl/debugging absl/numeric absl/strings -name '*.cc' \
+  | grep -v -E '_test|test_|benchmark|mock|_testing|testutil|print_hash_of|/cord|cordz|gentables|failure_signal|leak_check|_fuzz|_win\.cc|win32' \
+  | sort) > "$P/absl_sources.txt"
+# simdjson: the amalgamation.
+sj_tar=$(fetch simdjson)
+tar -xzf "$sj_tar" -C "$P/src" --wildcards '*/simdjson/simdjson.h' '*/simdjson/simdjson.cpp'
+SJ=$(echo "$P"/src/*/simdjson)
+cp "$SJ/simdjson.h" "$P/include/"
+
+echo "native_deps: compiling abseil ($(wc -l < "$P/absl_sources.txt") files) and simdjson for $TARGET" >&2
+export P ABSL SJ CXXFLAGS
+compile() {  # source -> object under $P/obj
+  local src=$1 obj
+  obj=$P/obj/$(echo "$src" | tr / _).o
+  # shellcheck disable=SC2086
+  "$P/bin/c++" $CXXFLAGS -I"$ABSL" -c "$src" -o "$obj"
+}
+export -f compile
+flock "$LOCKFILE" bash -c '
+  cd "$ABSL" && xargs -P "$1" -I{} bash -c "compile {}" < "$P/absl_sources.txt" &&
+  "$P/bin/c++" $CXXFLAGS -I"$SJ" -c "$SJ/simdjson.cpp" -o "$P/obj/simdjson.o"' _ "$JOBS"
+"$P/bin/ar" rcs "$P/lib/libsimdjson.a" "$P/obj/simdjson.o"
+rm "$P/obj/simdjson.o"
+"$P/bin/ar" rcs "$P/lib/libcpytree_absl.a" "$P"/obj/*.o
+rm -rf "$P/obj" "$P/src"
+
+cat > "$P/cpytree-deps.cmake" <<'C'
+# Made by scripts/native_deps.sh: the pinned abseil and simdjson (cmake/deps.lock),
+# static, PIC, hidden visibility, built with zig for this prefix's target.
+get_filename_component(_cpytree_deps "${CMAKE_CURRENT_LIST_DIR}" ABSOLUTE)
+add_library(cpytree_deps_absl STATIC IMPORTED)
+set_target_properties(cpytree_deps_absl PROPERTIES
+  IMPORTED_LOCATION "${_cpytree_deps}/lib/libcpytree_absl.a"
+  INTERFACE_INCLUDE_DIRECTORIES "${_cpytree_deps}/include")
+add_library(absl::flat_hash_map ALIAS cpytree_deps_absl)
+add_library(absl::hash ALIAS cpytree_deps_absl)
+add_library(absl::inlined_vector ALIAS cpytree_deps_absl)
+add_library(simdjson::simdjson STATIC IMPORTED)
+set_target_properties(simdjson::simdjson PROPERTIES
+  IMPORTED_LOCATION "${_cpytree_deps}/lib/libsimdjson.a"
+  INTERFACE_INCLUDE_DIRECTORIES "${_cpytree_deps}/include")
+set(absl_FOUND ON)
+set(simdjson_FOUND ON)
+C
+rm -rf "$PREFIX" && mv "$P" "$PREFIX"
+# The wrappers name their own prefix only through $ZIG; nothing to rewrite.
+echo "native_deps: $PREFIX made in $(( $(date +%s) - start )) s" >&2
+echo "$PREFIX"

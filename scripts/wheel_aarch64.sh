@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The aarch64 wheel, cross-built with zig, and its test under emulation:
+#
+#   scripts/wheel_aarch64.sh          # build dist/cpytree-*-cp314-*-manylinux_2_28_aarch64.whl
+#   scripts/wheel_aarch64.sh test     # build, then tests/python under qemu
+#
+# 1. zig and the pinned abseil/simdjson for aarch64-linux-gnu.2.28
+#    (scripts/native_deps.sh aarch64) and Debian sid's arm64 CPython with its
+#    headers (scripts/sid_root.sh arm64: an unpacked arm64 folder).
+# 2. CMake configures and builds the extension with cmake/zig-toolchain.cmake;
+#    FindPython asks the arm64 interpreter itself, run through
+#    qemu-aarch64-static -L <folder> (no binfmt_misc here: qemu is named).
+# 3. The wheel: the x86_64 cp314 wheel's pure-Python files with the aarch64
+#    extension in place of the x86_64 one, retagged manylinux_2_28_aarch64
+#    (`wheel unpack` / `wheel pack` rewrite RECORD), then `auditwheel show`.
+# 4. test: pytest, hypothesis and the wheel installed (pip --target, for
+#    manylinux_2_28_aarch64 / CPython 3.14) into a folder the arm64 CPython
+#    imports from, then tests/python under qemu. Tests that start a
+#    subprocess of the interpreter cannot run (an arm64 binary cannot be
+#    exec'd without binfmt_misc): they are deselected, listed in
+#    NO_SUBPROCESS below.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYV=${ARM64_PYTHON:-3.14}
+CP=cp${PYV/./}
+DIST=${DIST:-dist}
+deps=$(scripts/native_deps.sh aarch64 | tail -1)
+arm=$(ARM64_PYTHON=$PYV scripts/sid_root.sh arm64 | tail -1)
+qemu=$(command -v qemu-aarch64-static || { apt-get install -y -q qemu-user-static >&2; command -v qemu-aarch64-static; })
+root=build/wheel/$PYV-aarch64
+mkdir -p "$root"
+# The arm64 interpreter as a host command (FindPython runs it).
+cat > "$root/python" <<W
+#!/bin/sh
+exec "$qemu" -L "$arm" "$arm/usr/bin/python$PYV" "\$@"
+W
+chmod +x "$root/python"
+# Host build tools: any host CPython's build venv (scripts/wheel.sh makes them).
+host=$(scripts/find_pythons.sh | tail -1)
+hv=$("$host" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+[ -x "build/wheel/$hv-zig/venv/bin/cmake" ] || scripts/wheel.sh "$host" >/dev/null
+tools=$(realpath "build/wheel/$hv-zig/venv/bin")
+"$tools/python" -m pip install -q wheel 2>&1 | { grep -v "is ignored: it is neither" || true; }
+
+strip=ON; [ "${WHEEL_SYMBOLS:-0}" = 1 ] && strip=OFF
+# Debian's pyconfig.h includes <aarch64-linux-gnu/python3.X/pyconfig.h>: a
+# folder with that one link (never the arm64 folder's whole /usr/include).
+shim=$(realpath -m "$root/include-shim")
+mkdir -p "$shim/aarch64-linux-gnu"
+ln -sfn "$arm/usr/include/aarch64-linux-gnu/python$PYV" "$shim/aarch64-linux-gnu/python$PYV"
+"$tools/cmake" -S . -B "$root/cmake" -G Ninja -DCMAKE_MAKE_PROGRAM="$tools/ninja" \
+  -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/zig-toolchain.cmake" -DCPYTREE_DEPS="$deps" \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCPYTREE_BUILD_PYTHON=ON -DCPYTREE_BUILD_TESTS=OFF \
+  -DPython_EXECUTABLE="$PWD/$root/python" -DPython_INCLUDE_DIR="$arm/usr/include/python$PYV" \
+  -DCMAKE_CXX_FLAGS="-isystem $shim" -Dpybind11_DIR="$("$tools/python" -m pybind11 --cmakedir)" >/dev/null
+flock "${BUILD_LOCK:-build.lock}" "$tools/cmake" --build "$root/cmake" -j "${JOBS:-2}" --target _C
+so=$(ls "$root"/cmake/_C.cpython-*-aarch64-linux-gnu.so)
+[ "$strip" = OFF ] || { command -v aarch64-linux-gnu-strip >/dev/null || apt-get install -y -q binutils-aarch64-linux-gnu >&2; aarch64-linux-gnu-strip --strip-all "$so"; }
+
+# The x86_64 wheel of the same CPython gives the pure-Python part.
+x86=$(scripts/sid_root.sh amd64 run scripts/wheel.sh "/usr/bin/python$PYV" | tail -1)
+work=$root/unpacked
+rm -rf "$work" && mkdir -p "$work"
+"$tools/python" -m wheel unpack -d "$work" "$x86" >/dev/null
+pkg=$(ls -d "$work"/cpytree-*)
+rm "$pkg"/cpytree/_C.*.so
+cp "$so" "$pkg/cpytree/"
+sed -i 's/^\(Tag: .*\)_x86_64$/\1_aarch64/' "$pkg"/cpytree-*.dist-info/WHEEL
+rm -f "$DIST"/cpytree-*-"$CP"-*aarch64.whl
+"$tools/python" -m wheel pack -d "$DIST" "$pkg" >/dev/null
+whl=$(ls -t "$DIST"/cpytree-*-"$CP"-*aarch64.whl | head -1)
+"$tools/auditwheel" show "$whl" | tr '\n' ' ' | grep -q 'consistent with the following platform tag: "manylinux_2_1[0-9]_aarch64"\|consistent with the following platform tag: "manylinux_2_2[0-8]_aarch64"' \
+  || { "$tools/auditwheel" show "$whl" >&2; echo "wheel_aarch64: auditwheel show: not manylinux_2_28" >&2; exit 1; }
+echo "wheel_aarch64: $whl ($(du -k "$whl" | cut -f1) KB)" >&2
+[ "${1:-}" = test ] || { echo "$whl"; exit 0; }
+
+# Tests that run the interpreter (or another program) in a subprocess.
+NO_SUBPROCESS=(
+)
+site=$root/site
+rm -rf "$site"
+"$tools/python" -m pip install -q --target "$site" --platform manylinux_2_28_aarch64 \
+  --python-version "$PYV" --implementation cp --only-binary :all: --no-compile \
+  "$whl" pytest hypothesis 2>&1 | { grep -v "is ignored: it is neither" || true; }
+deselect=()
+for t in "${NO_SUBPROCESS[@]}"; do deselect+=(--deselect "$t"); done
+echo "wheel_aarch64: tests/python under qemu-aarch64 ($CP, ${#NO_SUBPROCESS[@]} subprocess tests deselected)"
+PYTHONPATH=$(realpath "$site") CPYTREE_REQUIRE_ENGINE=1 PYTHONDONTWRITEBYTECODE=1 \
+  "$root/python" -m pytest -q -p no:cacheprovider "${deselect[@]}" ${PYTEST_ARGS:-tests/python}
