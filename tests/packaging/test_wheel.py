@@ -71,6 +71,15 @@ def _grafted() -> list[Path]:
     return sorted(libs.glob("*.so*")) if libs.is_dir() else []
 
 
+def _allowed_needs() -> set[str]:
+    """Libraries the extension may need: glibc's; for a system-toolchain wheel
+    also libstdc++/libgcc_s and what auditwheel grafted (it renames them,
+    libabsl_hash-<hash>.so..., and rewrites DT_NEEDED to those names)."""
+    if ZIG:
+        return SYSTEM_LIBS
+    return SYSTEM_LIBS | SYSTEM_TOOLCHAIN_LIBS | {p.name for p in _grafted()}
+
+
 def _needed(lib: Path) -> list[str]:
     out = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True, check=True)
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out.stdout)
@@ -131,13 +140,9 @@ def test_imported_from_the_venv_with_the_engine() -> None:
 
 
 def test_needs_glibc_only_and_nothing_grafted() -> None:
-    grafted = _grafted()
     if ZIG:
-        assert grafted == [], "auditwheel grafted libraries: a dependency is linked dynamically"
-    # auditwheel renames what it grafts (libabsl_hash-<hash>.so.2206...) and
-    # rewrites DT_NEEDED to those names
-    allowed = SYSTEM_LIBS if ZIG else SYSTEM_LIBS | SYSTEM_TOOLCHAIN_LIBS | {p.name for p in grafted}
-    outside = [n for n in _needed(_extension()) if n not in allowed]
+        assert _grafted() == [], "auditwheel grafted libraries: a dependency is linked dynamically"
+    outside = [n for n in _needed(_extension()) if n not in _allowed_needs()]
     assert not outside, f"{_extension().name} needs {outside} beyond glibc"
 
 
@@ -174,7 +179,7 @@ def test_ldd_resolves_glibc_only() -> None:
         ["ldd", str(_extension())], capture_output=True, text=True, check=True
     ).stdout
     assert "not found" not in out, out
-    allowed = SYSTEM_LIBS if ZIG else SYSTEM_LIBS | SYSTEM_TOOLCHAIN_LIBS | {p.name for p in _grafted()}
+    allowed = _allowed_needs()
     for line in out.splitlines():
         name = os.path.basename(line.split()[0])
         assert name in allowed, f"{_extension().name}: {line.strip()} beyond glibc"
