@@ -227,6 +227,10 @@ def _run_compile(args: argparse.Namespace, meta: dict[str, Any], t0: float) -> i
     phases = meta["phases_s"]
     report: dict[str, Any] = {}
     try:
+        if args.runtime_cases:  # names before torch: a typo is reported either way
+            from .runtime_bench import check_case_names
+
+            check_case_names(_split(args.runtime_cases))
         compile_bench.check_available()
         if args.compile:
             t1 = time.monotonic()

@@ -85,17 +85,24 @@ def _spawn(config: dict[str, Any]) -> dict[str, Any]:
         return {"mode": config["mode"], "seconds": {}, "errors": {"*": str(exc)}}
 
 
+def check_case_names(cases: list[str] | None) -> list[str]:
+    """The cases to run (default all); KeyError naming any unknown one. Needs
+    no torch, so a misspelt name is reported whether or not torch is here."""
+    names = cases or list(CASES)
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        raise KeyError(f"unknown runtime case(s): {', '.join(unknown)}; known: {', '.join(CASES)}")
+    return names
+
+
 def run(
     cases: list[str] | None = None, reps: int = 3, quick: bool = False, progress: bool = True
 ) -> dict[str, Any]:
     """Time and count the cases in both modes, `reps` fresh processes per mode."""
     from .progress import ProgressBar
 
+    names = check_case_names(cases)
     check_available()
-    names = cases or list(CASES)
-    unknown = [n for n in names if n not in CASES]
-    if unknown:
-        raise KeyError(f"unknown runtime case(s): {', '.join(unknown)}; known: {', '.join(CASES)}")
     rounds, target = (5, 0.02) if quick else (15, 0.05)
     config = {"cases": names, "rounds": rounds, "target": target, "quick": quick}
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
