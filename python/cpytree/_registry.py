@@ -84,8 +84,6 @@ SUPPORTED_SERIALIZED_TYPES: dict[type[Any], _SerializeNodeDef] = {}
 SERIALIZED_TYPE_TO_PYTHON_TYPE: dict[str, type[Any]] = {}
 CONSTANT_NODES: set[type] = set()
 
-# Called as hook(cls, node_def) after each change of SUPPORTED_NODES[cls];
-# node_def is None when cls was deregistered. Appended to by cpytree/__init__.
 # torch's __all__, plus the key entry names: cpytree's `__all__`, the same list
 # as cpytree._reference's (here so `import cpytree` need not load the reference).
 PUBLIC_NAMES: tuple[str, ...] = (
@@ -100,6 +98,8 @@ PUBLIC_NAMES: tuple[str, ...] = (
     "treespec_dumps", "treespec_loads", "treespec_pprint",
 )  # fmt: skip
 
+# Called as hook(cls, node_def) after each change of SUPPORTED_NODES[cls];
+# node_def is None when cls was deregistered. Appended to by cpytree/__init__.
 _REGISTRATION_HOOKS: list[Callable[[type, NodeDef | None], None]] = []
 
 
