@@ -142,7 +142,7 @@ _SERIALIZATION_NAMES = frozenset(
 _LAZY_LOCK = threading.Lock()
 __version__: str
 if TYPE_CHECKING:
-    from . import _reference as _reference
+    from . import _reference as _reference, _serialization as _serialization
     from ._keys import (
         GetAttrKey as GetAttrKey,
         KeyEntry as KeyEntry,
@@ -217,6 +217,8 @@ def _load_serialization() -> dict[str, Any]:
             g["treespec_loads"], g["str_to_pytree"] = _serialization.bind_loads(
                 TreeSpec, _LEAF_SPEC, __name__, _C.treespec_loads if _C is not None else None
             )
+            if _C is not None:  # the engine's dumps/loads need no import from now on
+                _C._set_serialization(_serialization.engine_state(_reference_loads))
     return g
 
 
@@ -346,8 +348,9 @@ PyTreeSpec = TreeSpec
 
 def _reference_loads(serialized: str) -> TreeSpec:
     """The pure-Python treespec_loads, uncached, building this module's specs."""
-    from . import _serialization
-
+    # No import statement here, even of a loaded module (loads imports
+    # nothing): _serialization is this package's attribute once loaded, and
+    # this runs only after _load_serialization.
     return cast(TreeSpec, _serialization._loads_uncached(serialized, TreeSpec, _LEAF_SPEC))
 
 
@@ -359,8 +362,6 @@ if _C is not None:
 
     def _engine_serialization_state() -> tuple[Any, ...]:
         """What the engine's dumps/loads need; it calls this on its first use."""
-        from . import _serialization
-
         _load_serialization()
         return _serialization.engine_state(_reference_loads)
 else:
