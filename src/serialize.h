@@ -17,7 +17,7 @@
 // The registry of record is Python's (`SUPPORTED_SERIALIZED_TYPES`,
 // `SERIALIZED_TYPE_TO_PYTHON_TYPE`); both functions read it on every call.
 //
-//   _C._set_serialization(state)   # once, from cpytree/__init__.py
+//   _C._set_serialization(state)   # once, on first use (cpytree/__init__.py)
 //   text = _C.treespec_dumps(spec)
 //   spec = _C.treespec_loads(text)
 #ifndef CPYTREE_SRC_SERIALIZE_H_
