@@ -1,6 +1,6 @@
 """What `import cpytree` and `cpytree.install()` cost, measured in fresh interpreters.
 
-    python benchmarks/import_time.py [--runs 15] [--path DIR ...]
+    python benchmarks/import_time.py [--runs 15] [--path DIR ...] [--instructions]
 
 Each run is a new interpreter (this one, or --python) timing with
 time.perf_counter, around the statement alone:
@@ -15,7 +15,10 @@ modules `import cpytree` adds to sys.modules, and Python function calls
 holding a `cpytree` package, e.g. two checkouts' python/ with the extension
 copied in), the cases run interleaved, A B A B, so a drift of the machine
 hits both alike. Prints medians (and min/max) in ms; times on a loaded
-machine are noisy, the counts are not.
+machine are noisy, the counts are not. --instructions adds, once per case,
+the instructions the statement executes (valgrind's callgrind, collecting
+only inside it; PYTHONHASHSEED=0): a count that does not move with the load,
+about 1.5 minutes a case because torch's import runs under valgrind too.
 
 .pyc files: pip writes them when it installs; a source tree run with
 PYTHONDONTWRITEBYTECODE=1 compiles every module on every import, so this
@@ -28,6 +31,7 @@ import argparse
 import compileall
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -42,10 +46,22 @@ if profile:
     import cProfile, pstats
     pr = cProfile.Profile()
     pr.enable()
+
+
+def statement():
+    global cpytree
+    import cpytree
+    if case == "install":
+        cpytree.install()
+
+
 t0 = time.perf_counter()
-import cpytree
-if case == "install":
-    cpytree.install()
+if sys.argv[3:] == ["instructions"]:
+    # callgrind collects inside itertools' starmap_next only: this statement.
+    import itertools
+    list(itertools.starmap(statement, [()]))
+else:
+    statement()
 t1 = time.perf_counter()
 if profile:
     pr.disable()
@@ -59,19 +75,36 @@ print(json.dumps({"ms": (t1 - t0) * 1e3, "calls": calls, "modules": mods, "all_m
 CASES = ("cold", "torch", "install")
 
 
-def run(python: str, path: str | None, case: str, profile: bool) -> dict:
+def _env(path: str | None) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     if path:
         env["PYTHONPATH"] = path
+    return env
+
+
+def run(python: str, path: str | None, case: str, profile: bool) -> dict:
     out = subprocess.run(
         [python, "-c", CHILD, case, "1" if profile else "0"],
         capture_output=True,
         text=True,
-        env=env,
+        env=_env(path),
         check=True,
     ).stdout
     return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def instructions(python: str, path: str | None, case: str) -> int:
+    """Instructions the statement of `case` executes (callgrind)."""
+    env = {**_env(path), "PYTHONHASHSEED": "0"}
+    cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
+           "--toggle-collect=starmap_next", "--callgrind-out-file=/dev/null",
+           python, "-c", CHILD, case, "0", "instructions"]  # fmt: skip
+    err = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stderr
+    match = re.search(r"Collected : (\d+)", err)
+    if match is None:
+        raise RuntimeError(f"no callgrind count in:\n{err}")
+    return int(match.group(1))
 
 
 def main() -> None:
@@ -80,6 +113,7 @@ def main() -> None:
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--path", action="append", default=[], help="PYTHONPATH of one variant")
     ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--instructions", action="store_true", help="also count instructions")
     args = ap.parse_args()
     paths = args.path or [None]
     for p in paths:
@@ -88,6 +122,10 @@ def main() -> None:
     cases = args.cases.split(",")
     times: dict[tuple[str | None, str], list[float]] = {(p, c): [] for p in paths for c in cases}
     counts = {(p, c): run(args.python, p, c, profile=True) for p in paths for c in cases}
+    if args.instructions:
+        for p in paths:
+            for c in cases:
+                counts[(p, c)]["instructions"] = instructions(args.python, p, c)
     for _ in range(args.runs):
         for c in cases:
             for p in paths:
@@ -101,6 +139,7 @@ def main() -> None:
                 f"(min {min(t):.1f}, max {max(t):.1f}, {len(t)} runs); "
                 f"{len(n['modules'])} cpytree modules ({n['all_modules']} in all), "
                 f"{n['calls']} Python calls"
+                + (f", {n['instructions'] / 1e6:.1f}M instructions" if "instructions" in n else "")
             )
 
 

@@ -491,10 +491,7 @@ Outcome LoadsNative(PyObject* text, PyObject** result) {
 }  // namespace
 
 PyObject* PyTreespecLoads(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  if (g_serial.fallback_loads == nullptr) {
-    PyErr_SetString(PyExc_RuntimeError, "cpytree: serialization is not initialised");
-    return nullptr;
-  }
+  if (!SerializationReady()) return nullptr;
   if (nargs == 1 && kwnames == nullptr && PyUnicode_Check(args[0])) {
     PyObject* result = nullptr;
     Outcome o = LoadsNative(args[0], &result);

@@ -11,8 +11,8 @@ namespace cpytree {
 namespace {
 
 // A set of key classes and the keys made from them. Two sets exist:
-// cpytree's own (cpytree._keys, set once by cpytree/__init__.py through
-// _set_key_types) and torch's (torch.utils._pytree's, set by
+// cpytree's own (cpytree._keys, loaded on the first with-path call, or set
+// through _set_key_types) and torch's (torch.utils._pytree's, set by
 // _set_torch_key_types when install() swaps torch's with-path functions).
 // Each with-path entry point picks one for its call (KeyScope), per thread.
 // Touched with the GIL held.
@@ -47,12 +47,32 @@ thread_local KeyClasses* t_keys = &g_own_keys;
 
 constexpr Py_ssize_t kMaxFieldKeys = 4096;
 
+PyObject* SetKeyClasses(KeyClasses* k, const char* name, PyObject* const* args, Py_ssize_t nargs);
+
+// cpytree's own key classes, on first use: `import cpytree` leaves
+// cpytree._keys unloaded (three frozen dataclasses are a sixth of the
+// import), so the first with-path call loads it, with the GIL held.
+bool LoadOwnKeyClasses() {
+  Ref keys(PyImport_ImportModule("cpytree._keys"));
+  if (!keys) return false;
+  if (g_own_keys.sequence != nullptr) return true;  // set by _set_key_types meanwhile
+  Ref classes[3];
+  const char* names[3] = {"SequenceKey", "MappingKey", "GetAttrKey"};
+  PyObject* args[3];
+  for (int i = 0; i < 3; ++i) {
+    classes[i] = Ref(PyObject_GetAttrString(keys.get(), names[i]));
+    if (!classes[i]) return false;
+    args[i] = classes[i].get();
+  }
+  Ref done(SetKeyClasses(&g_own_keys, "_set_key_types", args, 3));
+  return static_cast<bool>(done);
+}
+
 bool KeyTypesReady() {
-  if (t_keys->sequence != nullptr) return true;
+  if (CPYTREE_LIKELY(t_keys->sequence != nullptr)) return true;
+  if (t_keys == &g_own_keys) return LoadOwnKeyClasses();
   PyErr_SetString(PyExc_RuntimeError,
-                  t_keys == &g_own_keys
-                      ? "cpytree._C key types are not set (import cpytree, not cpytree._C)"
-                      : "cpytree._C: torch's key types are not set (_set_torch_key_types)");
+                  "cpytree._C: torch's key types are not set (_set_torch_key_types)");
   return false;
 }
 
@@ -138,6 +158,7 @@ KeyScope::KeyScope(KeyFlavor flavor) : saved_(t_keys) {
 KeyScope::~KeyScope() { t_keys = static_cast<KeyClasses*>(saved_); }
 
 PyObject* MakeSequenceKey(Py_ssize_t i) {
+  if (!KeyTypesReady()) return nullptr;
   KeyClasses& k = *t_keys;
   if (i < KeyClasses::kCachedIndices && k.index_keys[i] != nullptr) {
     Py_INCREF(k.index_keys[i]);
@@ -153,11 +174,15 @@ PyObject* MakeSequenceKey(Py_ssize_t i) {
   return key;
 }
 
-PyObject* MakeMappingKey(PyObject* key) { return CallKeyType(t_keys->mapping, key); }
+PyObject* MakeMappingKey(PyObject* key) {
+  if (!KeyTypesReady()) return nullptr;
+  return CallKeyType(t_keys->mapping, key);
+}
 
 PyObject* FieldsOf(PyObject* cls) { return PyObject_GetAttr(cls, g_builtins.str_fields); }
 
 PyObject* MakeFieldKeyAt(PyObject* fields, Py_ssize_t i) {
+  if (!KeyTypesReady()) return nullptr;
   Ref name(PySequence_GetItem(fields, i));
   if (!name) return nullptr;
   KeyClasses& k = *t_keys;

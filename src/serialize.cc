@@ -385,13 +385,23 @@ bool DumpView(SpecView v, std::string* out) {
   return true;
 }
 
-bool StateReady() {
-  if (CPYTREE_LIKELY(g_serial.fallback_dumps != nullptr)) return true;
-  PyErr_SetString(PyExc_RuntimeError, "cpytree: serialization is not initialised");
-  return false;
-}
-
 }  // namespace
+
+bool SerializationReady() {
+  if (CPYTREE_LIKELY(g_serial.fallback_dumps != nullptr)) return true;
+  // First use: `import cpytree` leaves cpytree._serialization unloaded (import
+  // time); the package hands over the state now, by the same
+  // _set_serialization, with the GIL held throughout.
+  Ref package(PyImport_ImportModule("cpytree"));
+  Ref state(package ? PyObject_CallMethod(package.get(), "_engine_serialization_state", nullptr)
+                    : nullptr);
+  if (!state) return false;
+  if (g_serial.fallback_dumps == nullptr) {  // the import may have set it
+    Ref done(PySetSerialization(nullptr, state.get()));
+    if (!done) return false;
+  }
+  return true;
+}
 
 void AppendJsonStr(std::string* out, PyObject* s) {
   out->push_back('"');
@@ -426,7 +436,7 @@ PyObject* PySetSerialization(PyObject*, PyObject* state) {
 }
 
 PyObject* PyTreespecDumps(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  if (!StateReady()) return nullptr;
+  if (!SerializationReady()) return nullptr;
   // The native path: an engine spec and protocol None or 1 (positional or
   // keyword). Everything else is the reference's (its checks, its errors).
   PyObject* parsed[2] = {nullptr, Py_None};

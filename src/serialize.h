@@ -17,7 +17,7 @@
 // The registry of record is Python's (`SUPPORTED_SERIALIZED_TYPES`,
 // `SERIALIZED_TYPE_TO_PYTHON_TYPE`); both functions read it on every call.
 //
-//   _C._set_serialization(state)   # once, from cpytree/__init__.py
+//   _C._set_serialization(state)   # once, on first use (cpytree/__init__.py)
 //   text = _C.treespec_dumps(spec)
 //   spec = _C.treespec_loads(text)
 #ifndef CPYTREE_SRC_SERIALIZE_H_
@@ -29,9 +29,9 @@
 
 namespace cpytree {
 
-// The Python objects the serializer needs, set once by _set_serialization
-// (module import, under the import lock) and never changed after. Strong
-// references; all null until set (then dumps/loads raise RuntimeError).
+// The Python objects the serializer needs, set by _set_serialization on the
+// first dumps/loads (SerializationReady) and kept. Strong references; all
+// null until set.
 struct SerializationState {
   PyObject* supported_serialized_types;      // dict: type -> _SerializeNodeDef
   PyObject* serialized_type_to_python_type;  // dict: name -> type
@@ -51,6 +51,11 @@ extern SerializationState g_serial;
 // Appends `s` as a JSON string literal as json.dumps writes it
 // (ensure_ascii: every code point outside printable ASCII as \uXXXX).
 void AppendJsonStr(std::string* out, PyObject* s);
+
+// True when g_serial is set: on first use it asks the package for it
+// (`cpytree._engine_serialization_state()`, which loads
+// cpytree._serialization). False with a Python error if that fails.
+bool SerializationReady();
 
 // _set_serialization(state: tuple, /)
 PyObject* PySetSerialization(PyObject*, PyObject* state);

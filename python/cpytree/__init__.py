@@ -21,22 +21,17 @@ and ``LeafSpec()`` give this module's TreeSpec (the C++ one when active).
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from . import _registry, _serialization
+from . import _registry
 from ._derived import bind, map_only as map_only
 
 # Re-exported (`name as name`) from the modules that define them: the registry,
-# node types, key entries and serialization are shared with the reference.
-from ._keys import (
-    GetAttrKey as GetAttrKey,
-    KeyEntry as KeyEntry,
-    KeyPath as KeyPath,
-    MappingKey as MappingKey,
-    SequenceKey as SequenceKey,
-)
+# node types, key entries and serialization are shared with the reference (key
+# entries and serialization are loaded on first use: _KEY_NAMES, _SERIALIZATION_NAMES).
 from ._nodes import (
     BUILTIN_TYPES as BUILTIN_TYPES,
     STANDARD_DICT_TYPES as STANDARD_DICT_TYPES,
@@ -113,17 +108,6 @@ from ._registry import (
     register_dataclass as register_dataclass,
     register_pytree_node as register_pytree_node,
 )
-from ._serialization import (
-    DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL as DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL,
-    EnumEncoder as EnumEncoder,
-    _asterisk as _asterisk,
-    _treespec_to_json as _treespec_to_json,
-    _TreeSpecSchema as _TreeSpecSchema,
-    enum_object_hook as enum_object_hook,
-    pytree_to_str as pytree_to_str,
-    treespec_dumps as treespec_dumps,
-    treespec_pprint as treespec_pprint,
-)
 
 # As torch's `__all__` (`from cpytree import *` gives what torch's module gives),
 # plus the key entry classes.
@@ -135,14 +119,57 @@ __all__ = list(_PUBLIC_NAMES)
 # and `__version__`, written once in include/cpytree/version.h and carried by
 # the package's metadata (pyproject.toml reads the header).
 _FROM_REFERENCE = frozenset({"_generate_key_paths", "_is_constant_holder", "_retrieve_constant"})
+# Also on first use, as `import cpytree` needs neither (a third of its cost
+# was building their dataclasses): the key entry classes (the engine loads
+# cpytree._keys itself on its first with-path call, src/paths.cc) and
+# serialization (the engine asks for it on its first dumps/loads:
+# _engine_serialization_state).
+_KEY_NAMES = frozenset({"GetAttrKey", "KeyEntry", "KeyPath", "MappingKey", "SequenceKey"})
+_SERIALIZATION_NAMES = frozenset(
+    {
+        "DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL",
+        "EnumEncoder",
+        "_asterisk",
+        "_treespec_to_json",
+        "_TreeSpecSchema",
+        "enum_object_hook",
+        "pytree_to_str",
+        "treespec_pprint",
+        "treespec_loads",
+        "str_to_pytree",
+    }
+)
+_LAZY_LOCK = threading.Lock()
 __version__: str
 if TYPE_CHECKING:
-    from . import _reference as _reference
+    from . import _reference as _reference, _serialization as _serialization
+    from ._keys import (
+        GetAttrKey as GetAttrKey,
+        KeyEntry as KeyEntry,
+        KeyPath as KeyPath,
+        MappingKey as MappingKey,
+        SequenceKey as SequenceKey,
+    )
     from ._reference import (
         _generate_key_paths as _generate_key_paths,
         _is_constant_holder as _is_constant_holder,
         _retrieve_constant as _retrieve_constant,
     )
+    from ._serialization import (
+        DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL as DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL,
+        EnumEncoder as EnumEncoder,
+        _asterisk as _asterisk,
+        _treespec_to_json as _treespec_to_json,
+        _TreeSpecSchema as _TreeSpecSchema,
+        enum_object_hook as enum_object_hook,
+        pytree_to_str as pytree_to_str,
+        treespec_dumps as treespec_dumps,  # the engine's when active
+        treespec_pprint as treespec_pprint,
+    )
+
+    def treespec_loads(serialized: str) -> TreeSpec: ...
+    def str_to_pytree(json: str) -> TreeSpec: ...  # noqa: A002 (torch's parameter name)
+
 else:  # a module __getattr__ would make every name valid to mypy
 
     def __getattr__(name: str) -> Any:
@@ -150,6 +177,14 @@ else:  # a module __getattr__ would make every name valid to mypy
             global __version__
             __version__ = _version()
             return __version__
+        if name in _KEY_NAMES:
+            from . import _keys
+
+            value = getattr(_keys, name)
+            globals()[name] = value
+            return value
+        if name in _SERIALIZATION_NAMES:
+            return _load_serialization()[name]
         if name == "_reference" or name in _FROM_REFERENCE:
             import importlib
 
@@ -160,6 +195,31 @@ else:  # a module __getattr__ would make every name valid to mypy
             globals()[name] = value
             return value
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_KEY_NAMES, *_SERIALIZATION_NAMES, *_FROM_REFERENCE})
+
+
+def _load_serialization() -> dict[str, Any]:
+    """Binds this module's serialization names (once) and returns the globals."""
+    g = globals()
+    with _LAZY_LOCK:
+        if "treespec_loads" not in g:
+            from . import _serialization
+
+            for name in _SERIALIZATION_NAMES - {"treespec_loads", "str_to_pytree"}:
+                g[name] = getattr(_serialization, name)
+            if _C is None:
+                g["treespec_dumps"] = _serialization.treespec_dumps
+            # treespec_loads is cached as torch's is; its __wrapped__ is the
+            # uncached function (the engine's when active, which hands what
+            # it does not take natively to the reference).
+            g["treespec_loads"], g["str_to_pytree"] = _serialization.bind_loads(
+                TreeSpec, _LEAF_SPEC, __name__, _C.treespec_loads if _C is not None else None
+            )
+            if _C is not None:  # the engine's dumps/loads need no import from now on
+                _C._set_serialization(_serialization.engine_state(_reference_loads))
+    return g
 
 
 def _version() -> str:
@@ -212,8 +272,6 @@ if _C is not None:
         tree_unflatten as tree_unflatten,
     )
 
-    # The engine builds key entries with the very classes users see.
-    _C._set_key_types(SequenceKey, MappingKey, GetAttrKey)
     # hash(spec) follows torch: a constant's context hashes by its value.
     _C._set_constant_types((ConstantNode,))
 
@@ -265,7 +323,7 @@ if _C is not None:
         def __init_subclass__(cls, **kwargs: Any) -> None:
             raise TypeError("cpytree.LeafSpec cannot be subclassed")
 else:
-    from ._keys import key_get as key_get, keystr as keystr
+    from ._keys import key_get as key_get, keystr as keystr  # loads the key classes
     from ._reference import (
         LeafSpec as LeafSpec,
         TreeSpec as TreeSpec,
@@ -290,18 +348,24 @@ PyTreeSpec = TreeSpec
 
 def _reference_loads(serialized: str) -> TreeSpec:
     """The pure-Python treespec_loads, uncached, building this module's specs."""
+    # No import statement here, even of a loaded module (loads imports
+    # nothing): _serialization is this package's attribute once loaded, and
+    # this runs only after _load_serialization.
     return cast(TreeSpec, _serialization._loads_uncached(serialized, TreeSpec, _LEAF_SPEC))
 
 
 # treespec_dumps / treespec_loads: the engine's (src/serialize.h), which hand
-# what they do not take natively to the reference. treespec_loads is cached
-# as torch's is; treespec_loads.__wrapped__ is the uncached function.
+# what they do not take natively to the reference (bound on first use:
+# _load_serialization).
 if _C is not None:
-    _C._set_serialization(_serialization.engine_state(_reference_loads))
     treespec_dumps = _C.treespec_dumps
-treespec_loads, str_to_pytree = _serialization.bind_loads(
-    TreeSpec, _LEAF_SPEC, __name__, _C.treespec_loads if _C is not None else None
-)
+
+    def _engine_serialization_state() -> tuple[Any, ...]:
+        """What the engine's dumps/loads need; it calls this on its first use."""
+        _load_serialization()
+        return _serialization.engine_state(_reference_loads)
+else:
+    _load_serialization()
 
 
 def treespec_leaf() -> TreeSpec:

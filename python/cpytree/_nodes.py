@@ -28,9 +28,8 @@ import types
 import warnings
 from collections import OrderedDict, defaultdict, deque, namedtuple
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar, Final, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Final, NoReturn, TypeVar, cast
 
-from ._keys import GetAttrKey, KeyEntry, MappingKey, SequenceKey
 from ._registry import (
     NO_SERIALIZED_TYPE_NAME_FOUND,
     SERIALIZED_TYPE_TO_PYTHON_TYPE,
@@ -40,6 +39,9 @@ from ._registry import (
     DumpableContext,
     _store_node,
 )
+
+if TYPE_CHECKING:
+    from ._keys import KeyEntry
 
 _T_co = TypeVar("_T_co", covariant=True)
 
@@ -137,14 +139,20 @@ def _get_node_type(tree: Any) -> Any:
 # Builtin node types: flatten, unflatten and flatten_with_keys of each
 # --------------------------------------------------------------------------
 
-KeyedChildren = list[tuple[KeyEntry, Any]]
+# Key entries are made by importing cpytree._keys at the call: `import cpytree`
+# leaves it unloaded (the engine makes its own keys; see src/paths.cc).
+KeyedChildren = list[tuple["KeyEntry", Any]]
 
 
 def _sequence_keyed(values: Sequence[Any]) -> KeyedChildren:
+    from ._keys import SequenceKey
+
     return [(SequenceKey(i), v) for i, v in enumerate(values)]
 
 
 def _mapping_keyed(keys: list[Any], values: list[Any]) -> KeyedChildren:
+    from ._keys import MappingKey
+
     return [(MappingKey(k), v) for k, v in zip(keys, values, strict=True)]
 
 
@@ -194,6 +202,8 @@ def _namedtuple_unflatten(values: Iterable[Any], context: Context) -> Any:
 
 
 def _namedtuple_flatten_with_keys(d: Any) -> tuple[KeyedChildren, type]:
+    from ._keys import GetAttrKey
+
     cls = type(d)
     keyed: KeyedChildren = [(GetAttrKey(field), v) for field, v in zip(cls._fields, d, strict=True)]
     return keyed, cls

@@ -24,9 +24,10 @@ import threading
 import types
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
-from ._keys import GetAttrKey, KeyEntry
+if TYPE_CHECKING:  # cpytree._keys loads on first use (see _nodes)
+    from ._keys import KeyEntry
 
 T = TypeVar("T")
 
@@ -35,7 +36,7 @@ Context = Any
 DumpableContext = Any  # anything json.dumps accepts
 FlattenFn = Callable[[PyTree], tuple[list[Any], Context]]
 UnflattenFn = Callable[[Iterable[Any], Context], PyTree]
-FlattenWithKeysFn = Callable[[PyTree], tuple[list[tuple[KeyEntry, Any]], Any]]
+FlattenWithKeysFn = Callable[[PyTree], tuple[list[tuple["KeyEntry", Any]], Any]]
 ToDumpableContextFn = Callable[[Context], DumpableContext]
 FromDumpableContextFn = Callable[[DumpableContext], Context]
 IsLeafFn = Callable[[PyTree], bool]
@@ -314,7 +315,9 @@ def register_dataclass(
         flat_names, none_names = context
         return cls(**dict(zip(flat_names, values, strict=True)), **dict.fromkeys(none_names))
 
-    def flatten_with_keys(obj: Any) -> tuple[list[tuple[KeyEntry, Any]], Context]:
+    from ._keys import GetAttrKey
+
+    def flatten_with_keys(obj: Any) -> tuple[list[tuple["KeyEntry", Any]], Context]:
         values, (flat_names, _) = flatten(obj)
         keyed: list[tuple[KeyEntry, Any]] = [
             (GetAttrKey(name), value) for name, value in zip(flat_names, values, strict=True)
@@ -348,7 +351,7 @@ def register_constant(cls: type[Any]) -> None:
     def unflatten(_: Iterable[Any], context: Context) -> Any:
         return context.value
 
-    def flatten_with_keys(value: Any) -> tuple[list[tuple[KeyEntry, Any]], Context]:
+    def flatten_with_keys(value: Any) -> tuple[list[tuple["KeyEntry", Any]], Context]:
         return [], ConstantNode(value)
 
     _store_node(cls, flatten, unflatten, flatten_with_keys, constant=True)

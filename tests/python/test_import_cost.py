@@ -16,6 +16,8 @@ import pytest
 import cpytree
 
 LAZY = [
+    "cpytree._keys",
+    "cpytree._serialization",
     "cpytree._reference",
     "cpytree._match",
     "cpytree._torch.dynamo",
@@ -79,4 +81,62 @@ def test_fallback_still_loads_the_reference() -> None:
         "ref": True,
         "iter": [1, 2],
         "warned": True,
+    }
+
+
+@pytest.mark.skipif(cpytree.ENGINE != "cpp", reason="the C++ engine is not active")
+def test_engine_loads_keys_and_serialization_on_first_use() -> None:
+    # In a fresh interpreter, the engine's first with-path call, dumps and
+    # loads work with nothing loaded beforehand, and load what they need.
+    res = _child(
+        """
+        import json, sys
+        import cpytree
+        from cpytree import _C
+        loaded = lambda m: m in sys.modules
+        before = [loaded("cpytree._keys"), loaded("cpytree._serialization")]
+        (path, leaf), = _C.tree_leaves_with_path({"a": [1]})
+        keys = [loaded("cpytree._keys"), type(path[0]).__module__, _C.keystr(path)]
+        spec = _C.tree_structure({"a": [1]})
+        text = _C.treespec_dumps(spec)
+        dumped = [loaded("cpytree._serialization"), text]
+        again = _C.treespec_loads(text) == spec
+        print(json.dumps({"before": before, "keys": keys, "dumped": dumped, "again": again,
+                          "cached": cpytree.treespec_loads(text) is cpytree.treespec_loads(text)}))
+        """
+    )
+    assert res == {
+        "before": [False, False],
+        "keys": [True, "cpytree._keys", "['a'][0]"],
+        "dumped": [
+            True,
+            '[1, {"type": "builtins.dict", "context": "[\\"a\\"]", "children_spec": '
+            '[{"type": "builtins.list", "context": "null", "children_spec": '
+            '[{"type": null, "context": null, "children_spec": []}]}]}]',
+        ],
+        "again": True,
+        "cached": True,
+    }
+
+
+def test_lazy_names_are_listed_and_star_imported() -> None:
+    res = _child(
+        """
+        import json
+        import cpytree
+        listed = sorted(n for n in ("SequenceKey", "treespec_loads", "pytree_to_str")
+                        if n in dir(cpytree))
+        namespace = {}
+        exec("from cpytree import *", namespace)
+        missing = sorted(set(cpytree.__all__) - set(namespace))
+        print(json.dumps({"listed": listed, "missing": missing,
+                          "key": repr(namespace["SequenceKey"](3)),
+                          "loads": namespace["treespec_loads"].__module__}))
+        """
+    )
+    assert res == {
+        "listed": ["SequenceKey", "pytree_to_str", "treespec_loads"],
+        "missing": [],
+        "key": "SequenceKey(idx=3)",
+        "loads": "cpytree",
     }

@@ -461,6 +461,7 @@ def _text(node: Any, protocol: Any = 1) -> str:
 
 def _loads_guarded(impl: Any, text: Any) -> Any:
     """`impl.treespec_loads(text)`, failing the test if it imports anything."""
+    loads = impl.treespec_loads  # the name may load cpytree's own module on first use
     before = set(sys.modules)
     real_import, real_import_module = builtins.__import__, importlib.import_module
 
@@ -479,7 +480,7 @@ def _loads_guarded(impl: Any, text: Any) -> Any:
     builtins.__import__ = import_hook  # type: ignore[assignment]
     importlib.import_module = no_import  # type: ignore[assignment]
     try:
-        return impl.treespec_loads(text)
+        return loads(text)
     finally:
         builtins.__import__, importlib.import_module = real_import, real_import_module
         assert set(sys.modules) == before

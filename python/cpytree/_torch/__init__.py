@@ -33,7 +33,6 @@ through their module globals.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import os
 import sys
@@ -95,19 +94,36 @@ _ENV_VAR = "CPYTREE_INSTALL"
 _LOCK = threading.RLock()  # held by install() and uninstall() for their whole run
 
 
-@dataclasses.dataclass
 class _Installed:
-    """Everything install() changed, for uninstall() and status()."""
+    """Everything install() changed, for uninstall() and status().
 
-    patches: Patches
-    mirror: RegistryMirror
-    dynamo: _dynamo.DynamoHooks
-    mode: str
-    swapped: list[str]
-    skipped: dict[str, str]
-    rebound: int
-    # id(replacement) -> (replacement, original), for bindings made after install
-    undo_map: dict[int, tuple[Any, Any]]
+    A plain class: as a dataclass it compiled three methods at every
+    `import cpytree` (see benchmarks/import_time.py).
+    """
+
+    __slots__ = ("dynamo", "mirror", "mode", "patches", "rebound", "skipped", "swapped", "undo_map")
+
+    def __init__(
+        self,
+        *,
+        patches: Patches,
+        mirror: RegistryMirror,
+        dynamo: _dynamo.DynamoHooks,
+        mode: str,
+        swapped: list[str],
+        skipped: dict[str, str],
+        rebound: int,
+        undo_map: dict[int, tuple[Any, Any]],
+    ) -> None:
+        self.patches = patches
+        self.mirror = mirror
+        self.dynamo = dynamo
+        self.mode = mode
+        self.swapped = swapped
+        self.skipped = skipped
+        self.rebound = rebound
+        # id(replacement) -> (replacement, original), for bindings made after install
+        self.undo_map = undo_map
 
 
 _state: _Installed | None = None

@@ -24,8 +24,6 @@ registry lock held. `_quiet` is per thread: set while this module itself
 registers, so the hook of the other side does not copy the change back.
 """
 
-from __future__ import annotations
-
 import contextlib
 import functools
 import threading
