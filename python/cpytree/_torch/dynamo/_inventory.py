@@ -148,6 +148,7 @@ INVENTORY: tuple[Name, ...] = (
     Name(_V, "UserDefinedObjectVariable.value", "read", "trackers", kind="field"),
     # tree_all / tree_any (isinstance of the _only forms), tree_flatten_spec's reads
     Name(_V, "BuiltinVariable", "call", "trackers"),
+    Name("torch._dynamo.exc", "Unsupported", "read", "trackers"),
     Name(_V, "VariableTracker.unpack_var_sequence", "call", "trackers"),
     Name("torch._dynamo.source", "AttrSource", "call", "trackers"),
     Name("torch._dynamo.source", "ImportSource", "call", "trackers"),
