@@ -214,10 +214,12 @@ def _op(op: str) -> Callable[..., Any]:
         # the predicates hold on every leaf (all) or on none (any): whole walks
         "tree_all": lambda tree, x: x + pt().tree_all(lambda v: v.dim() == 1, tree),
         "tree_any": lambda tree, x: x + pt().tree_any(lambda v: v.dim() == 2, tree),
-        "tree_all_only": lambda tree, x: x
-        + pt().tree_all_only(torch.Tensor, lambda v: v.dim() == 1, tree),
-        "tree_any_only": lambda tree, x: x
-        + pt().tree_any_only(torch.Tensor, lambda v: v.dim() == 2, tree),
+        "tree_all_only": lambda tree, x: (
+            x + pt().tree_all_only(torch.Tensor, lambda v: v.dim() == 1, tree)
+        ),
+        "tree_any_only": lambda tree, x: (
+            x + pt().tree_any_only(torch.Tensor, lambda v: v.dim() == 2, tree)
+        ),
         "flatten_up_to": lambda tree, x: [
             v * x for v in pt().tree_structure(tree).flatten_up_to(tree)
         ],
@@ -234,7 +236,7 @@ def _op(op: str) -> Callable[..., Any]:
 
 def _spec_methods(spec: Any) -> int:
     first = spec.child(0)
-    return spec.num_leaves + spec.num_nodes + len(spec.children()) + first.is_leaf()
+    return int(spec.num_leaves + spec.num_nodes + len(spec.children()) + first.is_leaf())
 
 
 def _flatten_spec_op(tree: Any) -> Callable[..., Any]:

@@ -5,7 +5,9 @@ found every name this module uses (it imports them at module level).
 
 With install() active, Dynamo meets torch's `tree_flatten`, `tree_leaves`,
 `tree_structure`, `tree_unflatten`, `tree_flatten_with_path`,
-`tree_leaves_with_path` and `tree_map` (and `spec.unflatten` on the specs
+`tree_leaves_with_path`, `tree_map`, `tree_all`, `tree_any`,
+`tree_all_only`, `tree_any_only` and torch.fx's `tree_flatten_spec` (and
+`unflatten`, `flatten_up_to`, `is_leaf`, `children`, `child` on the specs
 they return) as `PytreeFunctionVariable`s instead of tracing torch's Python
 traversal bytecode by bytecode. The answer is computed from the trackers:
 the leaves are the trackers themselves, the spec is a constant torch
@@ -43,19 +45,29 @@ leaf's type is a registered node.
   CONSTANT_MATCH, TYPE_MATCH), and a leaf's being a leaf by a DICT_KEYS_MATCH
   on `torch.utils._pytree.SUPPORTED_NODES` (tracing torch's code installs it
   too): registering a type after compiling recompiles.
-* `is_leaf=` (tree_flatten, tree_leaves, tree_structure, tree_map): the
-  predicate is called on each node, before the node's type is looked at,
-  exactly as torch's traversal calls it; Dynamo traces that call as user
-  code and the guards it installs are the ones tracing torch's traversal
-  gets. A predicate whose result is not a constant falls back.
-* With-path functions (no `is_leaf`): the key entries (SequenceKey(i),
-  MappingKey(k), GetAttrKey(field)) are constants derived from the same
-  structure the guards above pin, so no guard of their own is needed.
-* tree_map: only a subtree rooted at a registered node other than list,
-  tuple, dict and namedtuple is answered here (torch's `call_tree_map`
-  answers the builtin levels and falls back to this tracker there), with the
-  guards of the flatten path above; `f` is traced on each leaf as torch
-  traces it.
+* `is_leaf=` (every function here): the predicate is called on each node,
+  before the node's type is looked at, exactly as torch's traversal calls
+  it (`tree_flatten_with_path` twice per node, in two walks, as torch's
+  tree_flatten then key-path walk do); Dynamo traces that call as user code
+  and the guards it installs are the ones tracing torch's traversal gets.
+  A result that is not a constant is tested as Dynamo traces `if result:`
+  (a guard on a symbolic value, a graph break on a tensor, as in torch).
+* With-path functions: the key entries (SequenceKey(i), MappingKey(k),
+  GetAttrKey(field)) are constants derived from the same structure the
+  guards above pin, so no guard of their own is needed.
+* tree_all / tree_any (and `_only`): the walk is lazy and stops at the
+  deciding leaf as torch's does; the guards are the flatten path's for the
+  nodes reached (`_all_any`).
+* Spec methods and `tree_flatten_spec`: a constant spec needs no guard; a
+  torch spec reached through a source gets an ID_MATCH (`_known_spec`);
+  the tree is read with Dynamo's own subscripts and type guards, and
+  torch.fx's registry is guarded (`_flatten_spec`, `_up_to`).
+* tree_map (one tree or several): only a subtree rooted at a registered
+  node other than list, tuple, dict and namedtuple is answered here
+  (torch's `call_tree_map` answers the builtin levels and falls back to
+  this tracker there), with the guards of the flatten path above and, for
+  each further tree, those of `flatten_up_to` (`_up_to`); `f` is traced on
+  each leaf as torch traces it.
 * The spec returned is a constant (specs are immutable), made of torch's own
   TreeSpec nodes, equal to what torch's tree_structure returns for the tree.
 Every guard installed here is one that tracing torch's original also
@@ -68,6 +80,7 @@ guards on each registry lookup), and the suite checks the totals.
 from __future__ import annotations
 
 import collections
+import contextlib
 import operator
 import sys
 from typing import Any
@@ -128,6 +141,11 @@ class _Fallback(Exception):
     """This tree is not answered here: trace torch's code."""
 
 
+# One node of a walk: (leaf tracker, None, None, [], []) for a leaf, else
+# (None, node type, context, child trackers, child key paths).
+_Node = tuple[Any, Any, Any, list[Any], list[Any]]
+
+
 class _Subtree:
     """A subtree `_Walk.iter` could not answer (handed to torch's code)."""
 
@@ -138,7 +156,7 @@ class _Subtree:
 def _truthy(value: Any) -> bool:
     # Inlined by Dynamo: a symbolic value is guarded, a tensor breaks the
     # graph, exactly as torch's `if is_leaf(node)` / `all(...)` do.
-    return True if value else False
+    return True if value else False  # noqa: SIM210 - a jump, not bool(): see above
 
 
 def _truth(tx: Any, vt: Any) -> bool:
@@ -203,7 +221,7 @@ class _Walk:
         for child, child_path in zip(children, paths, strict=True):
             yield from self.iter(child, child_path)
 
-    def _expand(self, vt: Any, path: tuple[Any, ...]) -> tuple[Any, Any, Any, list[Any], list[Any]]:
+    def _expand(self, vt: Any, path: tuple[Any, ...]) -> _Node:
         """One node: (leaf tracker, None, None, [], []) for a leaf, else
         (None, node type, context, child trackers, child key paths); raises _Fallback."""
         if self.is_leaf is not None:
@@ -238,7 +256,7 @@ class _Walk:
             return self._registered(vt, node, path)
         return vt, None, None, [], []
 
-    def _mapping(self, vt: Any, path: tuple[Any, ...]) -> Any:
+    def _mapping(self, vt: Any, path: tuple[Any, ...]) -> _Node:
         if not all(key.vt.is_python_constant() for key in vt.items):
             raise _Fallback
         if vt.source is not None:
@@ -248,7 +266,7 @@ class _Walk:
         paths = [self._at(path, tp.MappingKey, k) for k in keys]
         return None, dict, keys, list(vt.items.values()), paths
 
-    def _registered(self, vt: Any, node: Any, path: tuple[Any, ...]) -> Any:
+    def _registered(self, vt: Any, node: Any, path: tuple[Any, ...]) -> _Node:
         """A registered node (OrderedDict, defaultdict, deque, dataclass, custom).
 
         Its registered flatten function is traced, as torch's traversal traces
@@ -259,7 +277,13 @@ class _Walk:
         """
         children_vt, context = _call_flatten(self.tx, node.flatten_fn, vt)
         if not self.with_paths:
-            return None, node.type, context, list(children_vt.items), [path] * len(children_vt.items)
+            return (
+                None,
+                node.type,
+                context,
+                list(children_vt.items),
+                [path] * len(children_vt.items),
+            )
         keys = _derived_keys(node, context, len(children_vt.items))
         if keys is None:
             if node.flatten_with_keys_fn is None:
@@ -277,6 +301,7 @@ class _Walk:
         if len(keys) != len(children_vt.items):
             raise _Fallback
         return None, node.type, context, list(children_vt.items), [(*path, key) for key in keys]
+
 
 def _call_flatten(tx: Any, fn: Any, vt: Any) -> tuple[Any, Any]:
     """(children tracker, constant context) of a traced flatten function."""
@@ -624,10 +649,10 @@ def _known_spec(tx: Any, vt: Any) -> Any:
     if spec is not None:
         return spec
     vt = vt.realize()
-    if isinstance(vt, UserDefinedObjectVariable) and vt.source is not None:
-        if _is_torch_spec(vt.value):
-            install_guard(vt.source.make_guard(GuardBuilder.ID_MATCH))
-            return vt.value
+    if (isinstance(vt, UserDefinedObjectVariable) and vt.source is not None
+            and _is_torch_spec(vt.value)):  # fmt: skip
+        install_guard(vt.source.make_guard(GuardBuilder.ID_MATCH))
+        return vt.value
     return None
 
 
@@ -675,10 +700,8 @@ def _closure_check(vt: Any, spec: Any) -> None:
     """
     if sys.version_info >= (3, 12) or spec.is_leaf():
         return
-    try:
+    with contextlib.suppress(NotImplementedError, Unsupported):
         vt.as_python_constant()
-    except (NotImplementedError, Unsupported):
-        pass
 
 
 def _spec_leaves(fn_vt: Any, tx: Any, vt: Any, spec: Any, out: list[Any]) -> None:
