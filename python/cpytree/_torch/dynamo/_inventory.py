@@ -161,6 +161,10 @@ INVENTORY: tuple[Name, ...] = (
     Name(_TP, "TreeSpec.children", "call", "trackers"),
     Name(_TP, "TreeSpec.child", "call", "trackers"),
     Name(_TP, "TreeSpec.is_leaf", "call", "trackers"),
+    Name(_TP, "TreeSpec.type", "read", "trackers", kind="field"),
+    Name(_TP, "TreeSpec.num_children", "read", "trackers", kind="field"),
+    Name(_TP, "TreeSpec.context", "read", "trackers"),
+    Name("torch._dynamo.guards", "GuardBuilder.ID_MATCH", "read", "trackers"),  # _known_spec
 )
 # fmt: on
 
