@@ -22,7 +22,8 @@ functions are C, which Dynamo can neither inline nor recognise.
   the with-path flatten functions, tree_all/tree_any (and `_only`),
   torch.fx's tree_flatten_spec, tree_map over registered nodes (one tree
   or several) and the methods of the specs they return, answered from the
-  trackers instead of tracing torch's Python.
+  trackers instead of tracing torch's Python (`_predicates`: the
+  tree_all/tree_any part).
 """
 
 from ._hooks import DynamoDrift, DynamoHooks, warn_failed

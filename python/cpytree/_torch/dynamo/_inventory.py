@@ -8,7 +8,8 @@
 * ``spec``: make Dynamo see an engine TreeSpec as the equal torch TreeSpec
   (`_substitute.py`).
 * ``trackers``: answer pytree calls at the VariableTracker level instead of
-  tracing torch's bodies (`_trackers.py`). Purely an optimisation.
+  tracing torch's bodies (`_trackers.py`, `_predicates.py`). Purely an
+  optimisation.
 
 `missing(layer)` checks a layer's names against the torch that is loaded,
 before any of that layer's code is imported: a torch that moved one is
