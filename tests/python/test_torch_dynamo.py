@@ -72,6 +72,8 @@ def study():
     names += [f"{op}/{c}/100" for op in ("flatten_unflatten", "leaves", "tree_map") for c in
               ("dict", "namedtuple", "ordereddict", "defaultdict", "deque", "dataclass",
                "custom")]  # fmt: skip
+    names += [f"tree_map_nary/{c}/100" for c in ("ordereddict", "defaultdict", "deque",
+                                                 "dataclass", "custom")]  # fmt: skip
     return dynamo_study.run(cases=names)
 
 
@@ -159,8 +161,13 @@ def _variants():
 @pytest.mark.usefixtures("installed")
 @torch._dynamo.config.patch(recompile_limit=64)  # one compile per variant, none refused
 @pytest.mark.parametrize("fn", [_flatten_unflatten, lambda tree, x: [_scale(v, x) for v in tp.tree_leaves(tree)],
-                                lambda tree, x: (x * 2, tp.tree_structure(tree))],
-                         ids=["flatten_unflatten", "leaves", "structure"])  # fmt: skip
+                                lambda tree, x: (x * 2, tp.tree_structure(tree)),
+                                lambda tree, x: [_scale(v, x) for v in
+                                                 tp.tree_structure(tree).flatten_up_to(tree)],
+                                lambda tree, x: x * _spec_methods(tp.tree_structure(tree)),
+                                lambda tree, x: _predicates(tree, x)],
+                         ids=["flatten_unflatten", "leaves", "structure", "flatten_up_to",
+                              "spec_methods", "all_any"])  # fmt: skip
 def test_guard_failures_recompile_with_torchs_results(fn):
     x = torch.tensor(2.0)
     base, variants = _variants()
@@ -177,6 +184,46 @@ def test_guard_failures_recompile_with_torchs_results(fn):
     assert _same(compiled(base, x), fn(base, x))
     assert len(frames) == again, "the first structure is still cached"
     assert compiled_once == 1
+
+
+def _spec_methods(spec):
+    first = spec.child(0)
+    return (spec.num_leaves * 1000 + spec.num_nodes * 10 + len(spec.children())
+            + first.is_leaf() + first.num_leaves * 7)  # fmt: skip
+
+
+def _leaf_ok(v):
+    return v is None or v.dim() == 1
+
+
+def _predicates(tree, x):
+    # Every predicate holds on every leaf (all) or on none (any): whole walks.
+    return [x + tp.tree_all(_leaf_ok, tree), x + tp.tree_any(lambda v: not _leaf_ok(v), tree),
+            x + tp.tree_all_only(torch.Tensor, lambda v: v.dim() == 1, tree),
+            x + tp.tree_any_only((torch.Tensor, int), lambda v: v.dim() == 2, tree),
+            x + tp.tree_any(lambda v: isinstance(v, tuple), tree,
+                            is_leaf=lambda n: isinstance(n, tuple))]  # fmt: skip
+
+
+@pytest.mark.usefixtures("installed")
+@pytest.mark.parametrize("stop", [0, 3, 5])
+def test_predicates_stop_at_the_deciding_leaf_as_torch_does(stop):
+    """tree_any stops at the first true leaf: later leaves are neither tested nor guarded."""
+    leaves = [torch.full((2,), float(i)) for i in range(6)]
+    seen = []
+
+    def pred(v):
+        seen.append(v)
+        return len(seen) > stop
+
+    def fn(tree):
+        seen.clear()
+        return tp.tree_any(pred, tree), len(seen)
+
+    tree = {"a": leaves[:3], "b": tuple(leaves[3:])}
+    got = torch.compile(fn, backend="eager", fullgraph=True)(tree)
+    want = _eager_torch(lambda t, _: fn(t), tree, None)
+    assert got == want == (True, stop + 1)
 
 
 class Late:
@@ -372,13 +419,55 @@ def _tree_map(tree, x):
     return tp.tree_map(lambda v: _scale(v, x), tree)
 
 
+def _tree_map_nary(tree, x):
+    # the root is a dict (torch's call_tree_map); each registered child is
+    # answered with its rest flattened up to its spec
+    return tp.tree_map(lambda a, b: _scale(a, x) + b if isinstance(a, torch.Tensor) else a,
+                       tree, tree)  # fmt: skip
+
+
+def _leaves_with_path_is_leaf(tree, x):
+    # A deque leaf: with the deque walked by is_leaf, torch's own compile (no
+    # install()) raises IndexError computing the recompile reason once it shrinks.
+    pairs = tp.tree_leaves_with_path(
+        _without_box(tree), is_leaf=lambda n: isinstance(n, (collections.deque, tuple))
+    )
+    return [(path, _scale(v, x)) for path, v in pairs]
+
+
+def _flatten_with_path_is_leaf(tree, x):
+    pairs, spec = tp.tree_flatten_with_path(
+        _without_box(tree), is_leaf=lambda n: isinstance(n, collections.deque)
+    )
+    return [(path, _scale(v, x)) for path, v in pairs], spec
+
+
+def _flatten_up_to(tree, x):
+    return [_scale(v, x) for v in tp.tree_structure(tree).flatten_up_to(tree)]
+
+
+def _all_any_registered(tree, x):
+    return [x + tp.tree_all(lambda v: v.dim() == 1, tree),
+            x + tp.tree_any_only(torch.Tensor, lambda v: v.dim() == 2, tree)]  # fmt: skip
+
+
+_WITH_PATH_FNS = (_with_path_leaves, _flatten_with_path, _leaves_with_path_is_leaf,
+                  _flatten_with_path_is_leaf)  # fmt: skip
+_MORE_REGISTERED = [_tree_map_nary, _leaves_with_path_is_leaf, _flatten_with_path_is_leaf,
+                    _flatten_up_to, _all_any_registered]  # fmt: skip
+_MORE_IDS = ["tree_map_nary", "leaves_with_path_is_leaf", "flatten_with_path_is_leaf",
+             "flatten_up_to", "all_any"]  # fmt: skip
+
+
 @pytest.mark.usefixtures("installed")
 @torch._dynamo.config.patch(recompile_limit=64)
 @pytest.mark.parametrize(
     "fn",
-    [_flatten_unflatten, _with_path_leaves, _flatten_with_path, _is_leaf_flatten, _tree_map],
-    ids=["flatten_unflatten", "leaves_with_path", "flatten_with_path", "is_leaf", "tree_map"],
-)
+    [_flatten_unflatten, _with_path_leaves, _flatten_with_path, _is_leaf_flatten, _tree_map,
+     *_MORE_REGISTERED],
+    ids=["flatten_unflatten", "leaves_with_path", "flatten_with_path", "is_leaf", "tree_map",
+         *_MORE_IDS],
+)  # fmt: skip
 def test_registered_kinds_recompile_on_structure_change_with_torchs_results(fn):
     x = torch.tensor(2.0)
     base, variants = _registered_variants()
@@ -395,7 +484,7 @@ def test_registered_kinds_recompile_on_structure_change_with_torchs_results(fn):
     check(base, "base")
     assert len(frames) == 1
     for what, tree in variants:
-        if what.startswith("custom") and fn in (_with_path_leaves, _flatten_with_path):
+        if what.startswith("custom") and fn in _WITH_PATH_FNS:
             continue  # those functions drop the custom node
         before = len(frames)
         check(tree, what)
@@ -416,8 +505,9 @@ def _eager_torch(fn, tree, x):
 
 @pytest.mark.usefixtures("installed")
 @pytest.mark.parametrize(
-    "fn", [_with_path_leaves, _flatten_with_path, _is_leaf_flatten, _tree_map, _flatten_unflatten]
-)
+    "fn", [_with_path_leaves, _flatten_with_path, _is_leaf_flatten, _tree_map, _flatten_unflatten,
+           *_MORE_REGISTERED]
+)  # fmt: skip
 def test_registered_kinds_results_equal_torchs_own(fn):
     x = torch.tensor(2.0)
     base, _ = _registered_variants()

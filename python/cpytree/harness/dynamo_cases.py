@@ -41,6 +41,15 @@ OPS: dict[str, str] = {
     "map_with_path": "tree_map_with_path(f, tree)",
     "tree_map_is_leaf": "tree_map(f, tree, is_leaf=...)",
     "flatten_is_leaf": "tree_flatten(tree, is_leaf=...)",
+    "tree_all": "tree_all(pred, tree)",
+    "tree_any": "tree_any(pred, tree)",
+    "tree_all_only": "tree_all_only(Tensor, pred, tree)",
+    "tree_any_only": "tree_any_only(Tensor, pred, tree)",
+    "flatten_spec": "torch.fx._pytree.tree_flatten_spec(tree, spec)",
+    "flatten_up_to": "tree_structure(tree).flatten_up_to(tree)",
+    "spec_methods": "num_leaves/num_nodes/children()/child(0)/is_leaf() of tree_structure(tree)",
+    "flatten_with_path_is_leaf": "tree_flatten_with_path(tree, is_leaf=...)",
+    "leaves_with_path_is_leaf": "tree_leaves_with_path(tree, is_leaf=...)",
 }
 
 # Container -> what a tree of it is made of.
@@ -59,6 +68,9 @@ CONTAINERS: dict[str, str] = {
 
 # Operations run on every container (at 100 leaves); the others on "mixed" only.
 _EVERY_CONTAINER = ("tree_map", "flatten_unflatten", "leaves")
+# ... and on the registered (non-builtin-literal) containers only.
+_REGISTERED_CONTAINERS = ("ordereddict", "defaultdict", "deque", "dataclass", "custom")
+_EVERY_REGISTERED = ("tree_map_nary",)
 
 Point = namedtuple("Point", "a b")
 
@@ -119,6 +131,7 @@ def cases(
             Case(f"{op}/{container}/{middle}", op, container, middle)
             for op in chosen
             if op in _EVERY_CONTAINER
+            or (op in _EVERY_REGISTERED and container in _REGISTERED_CONTAINERS)
         )
     if modules:
         out.extend(Case(f"module/{name}", "module", name, 0) for name in _MODULES)
@@ -198,8 +211,46 @@ def _op(op: str) -> Callable[..., Any]:
         "flatten_is_leaf": lambda tree, x: [
             v - x for v in pt().tree_flatten(tree, is_leaf=is_tensor)[0]
         ],
+        # the predicates hold on every leaf (all) or on none (any): whole walks
+        "tree_all": lambda tree, x: x + pt().tree_all(lambda v: v.dim() == 1, tree),
+        "tree_any": lambda tree, x: x + pt().tree_any(lambda v: v.dim() == 2, tree),
+        "tree_all_only": lambda tree, x: (
+            x + pt().tree_all_only(torch.Tensor, lambda v: v.dim() == 1, tree)
+        ),
+        "tree_any_only": lambda tree, x: (
+            x + pt().tree_any_only(torch.Tensor, lambda v: v.dim() == 2, tree)
+        ),
+        "flatten_up_to": lambda tree, x: [
+            v * x for v in pt().tree_structure(tree).flatten_up_to(tree)
+        ],
+        "spec_methods": lambda tree, x: x * _spec_methods(pt().tree_structure(tree)),
+        "flatten_with_path_is_leaf": lambda tree, x: [
+            v + x for _, v in pt().tree_flatten_with_path(tree, is_leaf=is_tensor)[0]
+        ],
+        "leaves_with_path_is_leaf": lambda tree, x: [
+            v * x for _, v in pt().tree_leaves_with_path(tree, is_leaf=is_tensor)
+        ],
     }
     return table[op]
+
+
+def _spec_methods(spec: Any) -> int:
+    first = spec.child(0)
+    return int(spec.num_leaves + spec.num_nodes + len(spec.children()) + first.is_leaf())
+
+
+def _flatten_spec_op(tree: Any) -> Callable[..., Any]:
+    """tree_flatten_spec against the tree's spec, made before compiling (a known spec).
+
+    As in the call of an exported module (`self._in_spec`); the spec is
+    made by whatever `tree_structure` is at build time (the engine's after
+    install()).
+    """
+    import torch.fx._pytree as fx_pytree
+    import torch.utils._pytree
+
+    spec = torch.utils._pytree.tree_structure(tree)
+    return lambda tree, x: [v + x for v in fx_pytree.tree_flatten_spec(tree, spec)]
 
 
 def _flatten_unflatten(pt: Any, tree: Any, x: Any) -> Any:
@@ -311,4 +362,6 @@ def build(case: Case) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         from . import zoo
 
         return zoo.build(case.container)
-    return _op(case.op), (_tree(case.container, case.size), torch.tensor(2.0))
+    tree = _tree(case.container, case.size)
+    fn = _flatten_spec_op(tree) if case.op == "flatten_spec" else _op(case.op)
+    return fn, (tree, torch.tensor(2.0))

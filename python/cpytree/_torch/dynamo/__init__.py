@@ -19,8 +19,11 @@ functions are C, which Dynamo can neither inline nor recognise.
   install() swapped in (same bytecodes, same guards), and an engine TreeSpec
   as the equal torch TreeSpec.
 * `_trackers`: tree_flatten, tree_leaves, tree_structure, tree_unflatten,
-  spec.unflatten and the with-path flatten functions answered from the
-  trackers of builtin containers instead of tracing torch's Python.
+  the with-path flatten functions, tree_all/tree_any (and `_only`),
+  torch.fx's tree_flatten_spec, tree_map over registered nodes (one tree
+  or several) and the methods of the specs they return, answered from the
+  trackers instead of tracing torch's Python (`_predicates`: the
+  tree_all/tree_any part).
 """
 
 from ._hooks import DynamoDrift, DynamoHooks, warn_failed

@@ -8,7 +8,8 @@
 * ``spec``: make Dynamo see an engine TreeSpec as the equal torch TreeSpec
   (`_substitute.py`).
 * ``trackers``: answer pytree calls at the VariableTracker level instead of
-  tracing torch's bodies (`_trackers.py`). Purely an optimisation.
+  tracing torch's bodies (`_trackers.py`, `_predicates.py`). Purely an
+  optimisation.
 
 `missing(layer)` checks a layer's names against the torch that is loaded,
 before any of that layer's code is imported: a torch that moved one is
@@ -146,6 +147,25 @@ INVENTORY: tuple[Name, ...] = (
     Name("torch._guards", "Source.make_guard", "call", "trackers"),
     Name(_V, "VariableTracker.source", "read", "trackers", kind="field"),
     Name(_V, "UserDefinedObjectVariable.value", "read", "trackers", kind="field"),
+    # tree_all / tree_any (isinstance of the _only forms), tree_flatten_spec's reads
+    Name(_V, "BuiltinVariable", "call", "trackers"),
+    Name("torch._dynamo.exc", "Unsupported", "read", "trackers"),
+    Name(_V, "VariableTracker.unpack_var_sequence", "call", "trackers"),
+    Name("torch._dynamo.source", "AttrSource", "call", "trackers"),
+    Name("torch._dynamo.source", "ImportSource", "call", "trackers"),
+    Name("torch.fx._pytree", "SUPPORTED_NODES", "read", "trackers"),
+    Name("torch.fx._pytree", "_dict_flatten_spec", "read", "trackers"),
+    Name("torch.fx._pytree", "_list_flatten_spec", "read", "trackers"),
+    Name("torch.fx._pytree", "_tuple_flatten_spec", "read", "trackers"),
+    Name("torch.fx._pytree", "_namedtuple_flatten_spec", "read", "trackers"),
+    Name(_TP, "TreeSpec.flatten_up_to", "call", "trackers"),  # checks reproduced by _up_to
+    Name(_TP, "TreeSpec.children", "call", "trackers"),
+    Name(_TP, "TreeSpec.child", "call", "trackers"),
+    Name(_TP, "TreeSpec.is_leaf", "call", "trackers"),
+    Name(_TP, "TreeSpec.type", "read", "trackers", kind="field"),
+    Name(_TP, "TreeSpec.num_children", "read", "trackers", kind="field"),
+    Name(_TP, "TreeSpec.context", "read", "trackers"),
+    Name("torch._dynamo.guards", "GuardBuilder.ID_MATCH", "read", "trackers"),  # _known_spec
 )
 # fmt: on
 

@@ -100,7 +100,7 @@ def apply_functions(
         if (
             fast_class is not None
             and original.__name__ in fast_names
-            and (original.__module__ == tp.__name__)
+            and original.__module__ in (tp.__name__, "torch.fx._pytree")
         ):
             return fast_class
         return UserFunctionVariable

@@ -5,7 +5,9 @@ found every name this module uses (it imports them at module level).
 
 With install() active, Dynamo meets torch's `tree_flatten`, `tree_leaves`,
 `tree_structure`, `tree_unflatten`, `tree_flatten_with_path`,
-`tree_leaves_with_path` and `tree_map` (and `spec.unflatten` on the specs
+`tree_leaves_with_path`, `tree_map`, `tree_all`, `tree_any`,
+`tree_all_only`, `tree_any_only` and torch.fx's `tree_flatten_spec` (and
+`unflatten`, `flatten_up_to`, `is_leaf`, `children`, `child` on the specs
 they return) as `PytreeFunctionVariable`s instead of tracing torch's Python
 traversal bytecode by bytecode. The answer is computed from the trackers:
 the leaves are the trackers themselves, the spec is a constant torch
@@ -43,19 +45,29 @@ leaf's type is a registered node.
   CONSTANT_MATCH, TYPE_MATCH), and a leaf's being a leaf by a DICT_KEYS_MATCH
   on `torch.utils._pytree.SUPPORTED_NODES` (tracing torch's code installs it
   too): registering a type after compiling recompiles.
-* `is_leaf=` (tree_flatten, tree_leaves, tree_structure, tree_map): the
-  predicate is called on each node, before the node's type is looked at,
-  exactly as torch's traversal calls it; Dynamo traces that call as user
-  code and the guards it installs are the ones tracing torch's traversal
-  gets. A predicate whose result is not a constant falls back.
-* With-path functions (no `is_leaf`): the key entries (SequenceKey(i),
-  MappingKey(k), GetAttrKey(field)) are constants derived from the same
-  structure the guards above pin, so no guard of their own is needed.
-* tree_map: only a subtree rooted at a registered node other than list,
-  tuple, dict and namedtuple is answered here (torch's `call_tree_map`
-  answers the builtin levels and falls back to this tracker there), with the
-  guards of the flatten path above; `f` is traced on each leaf as torch
-  traces it.
+* `is_leaf=` (every function here): the predicate is called on each node,
+  before the node's type is looked at, exactly as torch's traversal calls
+  it (`tree_flatten_with_path` twice per node, in two walks, as torch's
+  tree_flatten then key-path walk do); Dynamo traces that call as user code
+  and the guards it installs are the ones tracing torch's traversal gets.
+  A result that is not a constant is tested as Dynamo traces `if result:`
+  (a guard on a symbolic value, a graph break on a tensor, as in torch).
+* With-path functions: the key entries (SequenceKey(i), MappingKey(k),
+  GetAttrKey(field)) are constants derived from the same structure the
+  guards above pin, so no guard of their own is needed.
+* tree_all / tree_any (and `_only`): the walk is lazy and stops at the
+  deciding leaf as torch's does; the guards are the flatten path's for the
+  nodes reached (`_all_any`).
+* Spec methods and `tree_flatten_spec`: a constant spec needs no guard; a
+  torch spec reached through a source gets an ID_MATCH (`_known_spec`);
+  the tree is read with Dynamo's own subscripts and type guards, and
+  torch.fx's registry is guarded (`_flatten_spec`, `_up_to`).
+* tree_map (one tree or several): only a subtree rooted at a registered
+  node other than list, tuple, dict and namedtuple is answered here
+  (torch's `call_tree_map` answers the builtin levels and falls back to
+  this tracker there), with the guards of the flatten path above and, for
+  each further tree, those of `flatten_up_to` (`_up_to`); `f` is traced on
+  each leaf as torch traces it.
 * The spec returned is a constant (specs are immutable), made of torch's own
   TreeSpec nodes, equal to what torch's tree_structure returns for the tree.
 Every guard installed here is one that tracing torch's original also
@@ -68,12 +80,17 @@ guards on each registry lookup), and the suite checks the totals.
 from __future__ import annotations
 
 import collections
+import contextlib
+import operator
+import sys
 from typing import Any
 
 import torch.utils._pytree as tp
+from torch._dynamo.exc import Unsupported
 from torch._dynamo.guards import GuardBuilder, install_guard
-from torch._dynamo.source import GlobalSource
+from torch._dynamo.source import AttrSource, GlobalSource, ImportSource
 from torch._dynamo.variables import (
+    BuiltinVariable,
     ConstantVariable,
     ConstDictVariable,
     ListVariable,
@@ -100,8 +117,20 @@ FAST_FUNCTIONS = frozenset(
         "tree_flatten_with_path",
         "tree_leaves_with_path",
         "tree_map",
+        "tree_all",
+        "tree_any",
+        "tree_all_only",
+        "tree_any_only",
+        "tree_flatten_spec",  # torch.fx._pytree's
     }
 )
+# (tree_all or tree_any, the _only form) of the predicate functions.
+_ALL_ANY = {
+    "tree_all": (True, False),
+    "tree_any": (False, False),
+    "tree_all_only": (True, True),
+    "tree_any_only": (False, True),
+}
 _WITH_PATH = frozenset({"tree_flatten_with_path", "tree_leaves_with_path"})
 
 _LEAF_SPEC = tp.treespec_leaf()
@@ -110,6 +139,34 @@ _NAMED = collections.namedtuple
 
 class _Fallback(Exception):
     """This tree is not answered here: trace torch's code."""
+
+
+# One node of a walk: (leaf tracker, None, None, [], []) for a leaf, else
+# (None, node type, context, child trackers, child key paths).
+_Node = tuple[Any, Any, Any, list[Any], list[Any]]
+
+
+class _Subtree:
+    """A subtree `_Walk.iter` could not answer (handed to torch's code)."""
+
+    def __init__(self, vt: Any) -> None:
+        self.vt = vt
+
+
+def _truthy(value: Any) -> bool:
+    # Inlined by Dynamo: a symbolic value is guarded, a tensor breaks the
+    # graph, exactly as torch's `if is_leaf(node)` / `all(...)` do.
+    return True if value else False  # noqa: SIM210 - a jump, not bool(): see above
+
+
+def _truth(tx: Any, vt: Any) -> bool:
+    """Python's truth of a tracker: a constant's directly, else as Dynamo traces `if vt:`."""
+    if vt.is_python_constant():
+        return bool(vt.as_python_constant())
+    decided = VariableTracker.build(tx, _truthy).call_function(tx, [vt], {})
+    if not decided.is_python_constant():
+        raise _Fallback
+    return bool(decided.as_python_constant())
 
 
 def _guard_registry() -> None:
@@ -141,21 +198,44 @@ class _Walk:
 
     def spec(self, vt: Any, path: tuple[Any, ...] = ()) -> Any:
         """The spec of the tree `vt`, appending its leaves; raises _Fallback."""
+        leaf, node_type, context, children, paths = self._expand(vt, path)
+        if leaf is not None:
+            return self._leaf(leaf, path)
+        return tp.TreeSpec(node_type, context, [self.spec(child, child_path) for child, child_path
+                                                in zip(children, paths, strict=True)])  # fmt: skip
+
+    def iter(self, vt: Any, path: tuple[Any, ...] = ()) -> Any:
+        """The leaves of `vt` one by one, as torch's `tree_iter` meets them (lazily).
+
+        A node not answered here is yielded as a `_Subtree` (its is_leaf
+        decision already made once), for the caller to hand to torch's code.
+        """
+        try:
+            leaf, _, _, children, paths = self._expand(vt, path)
+        except _Fallback:
+            yield _Subtree(vt)
+            return
+        if leaf is not None:
+            yield leaf
+            return
+        for child, child_path in zip(children, paths, strict=True):
+            yield from self.iter(child, child_path)
+
+    def _expand(self, vt: Any, path: tuple[Any, ...]) -> _Node:
+        """One node: (leaf tracker, None, None, [], []) for a leaf, else
+        (None, node type, context, child trackers, child key paths); raises _Fallback."""
         if self.is_leaf is not None:
             decided = self.is_leaf.call_function(self.tx, [vt], {})
-            if not decided.is_python_constant():
-                raise _Fallback
-            if decided.as_python_constant():
-                return self._leaf(vt, path)
+            if _truth(self.tx, decided):
+                return vt, None, None, [], []
         vt = vt.realize()
         kind = type(vt)
         if kind is ListVariable or kind is TupleVariable:
             node_type = list if kind is ListVariable else tuple
             if vt.python_type() is not node_type:
                 raise _Fallback
-            children = [self.spec(item, self._at(path, tp.SequenceKey, i)) for i, item in
-                        enumerate(vt.items)]  # fmt: skip
-            return tp.TreeSpec(node_type, None, children)
+            paths = [self._at(path, tp.SequenceKey, i) for i in range(len(vt.items))]
+            return None, node_type, None, list(vt.items), paths
         if kind is ConstDictVariable and vt.python_type() is dict:
             return self._mapping(vt, path)
         if kind is NamedTupleVariable:
@@ -163,9 +243,8 @@ class _Walk:
             if not tp.is_namedtuple_class(cls) or cls in tp.SUPPORTED_NODES:
                 raise _Fallback
             fields = cls._fields
-            children = [self.spec(item, self._at(path, tp.GetAttrKey, fields[i])) for i, item in
-                        enumerate(vt.items)]  # fmt: skip
-            return tp.TreeSpec(_NAMED, cls, children)
+            paths = [self._at(path, tp.GetAttrKey, fields[i]) for i in range(len(vt.items))]
+            return None, _NAMED, cls, list(vt.items), paths
         try:
             python_type = vt.python_type()
         except NotImplementedError:
@@ -175,20 +254,19 @@ class _Walk:
         node = tp.SUPPORTED_NODES.get(python_type)
         if node is not None:
             return self._registered(vt, node, path)
-        return self._leaf(vt, path)
+        return vt, None, None, [], []
 
-    def _mapping(self, vt: Any, path: tuple[Any, ...]) -> Any:
+    def _mapping(self, vt: Any, path: tuple[Any, ...]) -> _Node:
         if not all(key.vt.is_python_constant() for key in vt.items):
             raise _Fallback
         if vt.source is not None:
             vt.install_dict_keys_match_guard()
             self.tx.output.guard_on_key_order.add(vt.source)
         keys = [key.vt.as_python_constant() for key in vt.items]
-        children = [self.spec(value, self._at(path, tp.MappingKey, k)) for k, value in
-                    zip(keys, vt.items.values(), strict=True)]  # fmt: skip
-        return tp.TreeSpec(dict, keys, children)
+        paths = [self._at(path, tp.MappingKey, k) for k in keys]
+        return None, dict, keys, list(vt.items.values()), paths
 
-    def _registered(self, vt: Any, node: Any, path: tuple[Any, ...]) -> Any:
+    def _registered(self, vt: Any, node: Any, path: tuple[Any, ...]) -> _Node:
         """A registered node (OrderedDict, defaultdict, deque, dataclass, custom).
 
         Its registered flatten function is traced, as torch's traversal traces
@@ -197,15 +275,20 @@ class _Walk:
         key entries follow from the flatten result (`_derived_keys`), else
         flatten_with_keys_fn is traced too, as torch's key-path walk does.
         """
-        children_vt, context = self._call_flatten(node.flatten_fn, vt)
+        children_vt, context = _call_flatten(self.tx, node.flatten_fn, vt)
         if not self.with_paths:
-            children = [self.spec(child, path) for child in children_vt.items]
-            return tp.TreeSpec(node.type, context, children)
+            return (
+                None,
+                node.type,
+                context,
+                list(children_vt.items),
+                [path] * len(children_vt.items),
+            )
         keys = _derived_keys(node, context, len(children_vt.items))
         if keys is None:
             if node.flatten_with_keys_fn is None:
                 raise _Fallback  # torch raises its error
-            pairs_vt, _ = self._call_flatten(node.flatten_with_keys_fn, vt)
+            pairs_vt, _ = _call_flatten(self.tx, node.flatten_with_keys_fn, vt)
             keys, children_vt = [], pairs_vt
             for pair in pairs_vt.items:
                 pair = pair.realize()
@@ -215,21 +298,22 @@ class _Walk:
                     raise _Fallback
                 keys.append(pair.items[0].as_python_constant())
             children_vt = ListVariable([pair.realize().items[1] for pair in pairs_vt.items])
-        children = [self.spec(child, (*path, key)) for key, child in
-                    zip(keys, children_vt.items, strict=True)]  # fmt: skip
-        return tp.TreeSpec(node.type, context, children)
+        if len(keys) != len(children_vt.items):
+            raise _Fallback
+        return None, node.type, context, list(children_vt.items), [(*path, key) for key in keys]
 
-    def _call_flatten(self, fn: Any, vt: Any) -> tuple[Any, Any]:
-        """(children tracker, constant context) of a traced flatten function."""
-        flat = VariableTracker.build(self.tx, fn).call_function(self.tx, [vt], {}).realize()
-        if type(flat) is not TupleVariable or len(flat.items) != 2:
-            raise _Fallback
-        children_vt, context_vt = (item.realize() for item in flat.items)
-        if type(children_vt) not in (ListVariable, TupleVariable):
-            raise _Fallback
-        if not context_vt.is_python_constant():
-            raise _Fallback
-        return children_vt, context_vt.as_python_constant()
+
+def _call_flatten(tx: Any, fn: Any, vt: Any) -> tuple[Any, Any]:
+    """(children tracker, constant context) of a traced flatten function."""
+    flat = VariableTracker.build(tx, fn).call_function(tx, [vt], {}).realize()
+    if type(flat) is not TupleVariable or len(flat.items) != 2:
+        raise _Fallback
+    children_vt, context_vt = (item.realize() for item in flat.items)
+    if type(children_vt) not in (ListVariable, TupleVariable):
+        raise _Fallback
+    if not context_vt.is_python_constant():
+        raise _Fallback
+    return children_vt, context_vt.as_python_constant()
 
 
 def _derived_keys(node: Any, context: Any, count: int) -> list[Any] | None:
@@ -252,8 +336,17 @@ def _derived_keys(node: Any, context: Any, count: int) -> list[Any] | None:
     return None
 
 
-def _flatten(tx: Any, args: list[Any], kwargs: dict[str, Any], with_paths: bool) -> _Walk | None:
-    """The finished walk of `tree_*(tree[, is_leaf])`, or None to fall back."""
+def _flatten(
+    tx: Any, args: list[Any], kwargs: dict[str, Any], with_paths: bool, spec_pass: bool = False
+) -> _Walk | None:
+    """The finished walk of `tree_*(tree[, is_leaf])`, or None to fall back.
+
+    With key paths and `is_leaf`, the predicate is called as torch calls it:
+    `tree_leaves_with_path` walks once (its key-path walk);
+    `tree_flatten_with_path` (`spec_pass`) first walks as `tree_flatten` does
+    for the spec, then again for the key paths, each walk calling it once
+    per node it reaches.
+    """
     if kwargs.keys() - {"is_leaf"} or not 1 <= len(args) + len(kwargs) <= 2:
         return None
     if len(args) == 2:
@@ -266,11 +359,15 @@ def _flatten(tx: Any, args: list[Any], kwargs: dict[str, Any], with_paths: bool)
         return None
     if is_leaf is not None and is_leaf.is_constant_none():
         is_leaf = None
-    if is_leaf is not None and with_paths:
-        return None  # torch calls the predicate twice per node there
     walk = _Walk(tx, is_leaf, with_paths)
     try:
-        walk.tree_spec = walk.spec(args[0])
+        if with_paths and spec_pass and is_leaf is not None:
+            first = _Walk(tx, is_leaf, with_paths=False)
+            first.tree_spec = first.spec(args[0])
+            walk.spec(args[0])
+            walk.tree_spec = first.tree_spec  # torch returns tree_flatten's spec
+        else:
+            walk.tree_spec = walk.spec(args[0])
     except _Fallback:
         return None
     _guard_registry()
@@ -345,7 +442,7 @@ def _constant_spec(vt: Any) -> Any:
         type(vt) is UserDefinedObjectVariable and vt.source is None
     ):
         value = vt.value
-        return value if type(value) is tp.TreeSpec else None
+        return value if _is_torch_spec(value) else None
     return None
 
 
@@ -391,29 +488,209 @@ def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     result is built as tree_unflatten's fast path builds it. The order in
     which the graph meets its inputs is torch's.
     """
-    if len(args) != 2 or kwargs.keys() - {"is_leaf"}:
-        return None  # several trees: torch's code
-    map_fn, tree = args
+    if len(args) < 2 or kwargs.keys() - {"is_leaf"}:
+        return None
+    map_fn, tree, *rests = args
     if not _is_registered_node(tree):
         return None  # torch's call_tree_map
     walk = _flatten(tx, [tree], kwargs, with_paths=False)
     if walk is None or not _buildable(walk.tree_spec):
         return None
-    results = [map_fn.call_function(tx, [leaf], {}) for leaf in walk.leaves]
+    columns = [walk.leaves]
+    for rest in rests:  # torch's treespec.flatten_up_to(rest), at the tracker level
+        subtrees: list[Any] = []
+        try:
+            _up_to(tx, walk.tree_spec, rest, subtrees)
+        except _Fallback:
+            return None  # torch's code raises its error
+        columns.append(subtrees)
+    results = [map_fn.call_function(tx, list(row), {}) for row in zip(*columns, strict=True)]
     return _build(tx, walk.tree_spec, results, [0])
+
+
+_STANDARD_DICTS = (dict, collections.OrderedDict, collections.defaultdict)
+
+
+def _getitem(tx: Any, vt: Any, key: Any) -> Any:
+    """`vt[key]` for a constant key, as Dynamo traces the subscript."""
+    return BuiltinVariable(operator.getitem).call_function(
+        tx, [vt, VariableTracker.build(tx, key)], {}
+    )
+
+
+def _up_to(tx: Any, spec: Any, vt: Any, out: list[Any]) -> None:
+    """torch's `spec.flatten_up_to(vt)`: the subtrees of `vt` at the leaves of `spec`.
+
+    torch's checks at each node of the spec: the node's type (dict,
+    OrderedDict and defaultdict interchangeable, keys compared as sets and
+    read in the spec's order), its arity and, for other types, its flatten
+    context (a deque's maxlen excepted). Guards: the type guards of the
+    trackers reached, DICT_KEYS_MATCH on each dict read, and what tracing
+    a registered node's flatten function installs (torch traces the same).
+    A mismatch or a node not read here raises _Fallback (torch's code then
+    raises its error).
+    """
+    if spec.is_leaf():
+        out.append(vt)
+        return
+    vt = vt.realize()
+    kind = type(vt)
+    if spec.type is list or spec.type is tuple:
+        if kind not in (ListVariable, TupleVariable) or vt.python_type() is not spec.type:
+            raise _Fallback
+        children = list(vt.items)
+    elif spec.type is _NAMED:
+        if kind is not NamedTupleVariable or vt.tuple_cls is not spec.context:
+            raise _Fallback
+        children = list(vt.items)
+    elif (spec.type in _STANDARD_DICTS and isinstance(vt, ConstDictVariable)
+          and vt.python_type() in _STANDARD_DICTS):  # fmt: skip
+        if not all(key.vt.is_python_constant() for key in vt.items):
+            raise _Fallback
+        if vt.source is not None:
+            vt.install_dict_keys_match_guard()
+        keys = spec.context[1] if spec.type is collections.defaultdict else spec.context
+        got = [key.vt.as_python_constant() for key in vt.items]
+        if len(got) != len(keys) or set(got) != set(keys):
+            raise _Fallback
+        children = [_getitem(tx, vt, key) for key in keys]
+    else:
+        try:
+            python_type = vt.python_type()
+        except NotImplementedError:
+            raise _Fallback from None
+        node = tp.SUPPORTED_NODES.get(python_type)
+        if python_type is not spec.type or node is None:
+            raise _Fallback
+        children_vt, context = _call_flatten(tx, node.flatten_fn, vt)
+        if python_type is not collections.deque and context != spec.context:
+            raise _Fallback
+        children = list(children_vt.items)
+    if len(children) != spec.num_children:
+        raise _Fallback
+    for child, child_spec in zip(children, spec.children(), strict=True):
+        _up_to(tx, child_spec, child, out)
+
+
+def _guard_fx_registry(tx: Any) -> None:
+    # torch.fx's own registry decides how each spec node is read: a
+    # registration after compiling recompiles. (Its keys are types: the
+    # guard compares them in order.)
+    source = AttrSource(AttrSource(AttrSource(ImportSource("torch"), "fx"), "_pytree"),
+                        "SUPPORTED_NODES")  # fmt: skip
+    tx.output.guard_on_key_order.add(source)
+    install_guard(source.make_guard(GuardBuilder.DICT_KEYS_MATCH))
+
+
+def _known_spec(tx: Any, vt: Any) -> Any:
+    """The torch TreeSpec `vt` is known to be for as long as the guards hold, or None.
+
+    A constant spec (made by a fast path, or sourceless) needs no guard. A
+    torch TreeSpec reached through a source (a module's `_in_spec`, a
+    global) is pinned by an ID_MATCH: torch's TreeSpec is a frozen dataclass
+    that torch never changes after construction (it is hashed by structure);
+    an engine spec posing as one is immutable and pinned by its own ID_MATCH.
+    """
+    spec = _constant_spec(vt)
+    if spec is not None:
+        return spec
+    vt = vt.realize()
+    if (isinstance(vt, UserDefinedObjectVariable) and vt.source is not None
+            and _is_torch_spec(vt.value)):  # fmt: skip
+        install_guard(vt.source.make_guard(GuardBuilder.ID_MATCH))
+        return vt.value
+    return None
+
+
+def _is_torch_spec(value: Any) -> bool:
+    """torch's own TreeSpec (or its LeafSpec), not a user subclass."""
+    return isinstance(value, tp.TreeSpec) and type(value).__module__ == tp.__name__
+
+
+def _flatten_spec(fn_vt: Any, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """`torch.fx._pytree.tree_flatten_spec(tree, spec)` against a known spec, or None.
+
+    torch.fx reads each node the way its registry says (dict: `tree[key]`
+    for each key of the spec; list, tuple, namedtuple: `tree[i]` for each
+    child; no type check) and, for a spec type it has no entry for,
+    flattens that subtree and compares specs. The same reads are made here
+    as Dynamo traces a subscript (same guards), a custom entry's function
+    is traced, and an unregistered subtree goes through the flatten fast
+    path; a subtree whose spec differs is handed to torch's function (which
+    raises its error). Guards: DICT_KEYS_MATCH on torch.fx's registry, an
+    ID_MATCH on a spec reached through a source (`_known_spec`), and those
+    of the reads.
+    """
+    if len(args) != 2 or kwargs:
+        return None
+    spec = _known_spec(tx, args[1])
+    if spec is None:
+        return None
+    _guard_fx_registry(tx)
+    _closure_check(args[0], spec)
+    out: list[Any] = []
+    _spec_leaves(fn_vt, tx, args[0], spec, out)
+    return ListVariable(out, mutation_type=ValueMutationNew())
+
+
+def _closure_check(vt: Any, spec: Any) -> None:
+    """What tracing torch.fx's first read of the root does besides the read.
+
+    On CPython < 3.12 the comprehension in `_dict_flatten_spec` (and the
+    list/tuple ones) is a nested function closing over the node; before
+    inlining it, Dynamo tries to turn that closure into a constant, which
+    realizes the tree's trackers in order up to the first that is not one
+    (the first tensor leaf: it becomes a graph input at that moment). Once
+    per compiled call, as measured on torch 2.13 and 2.14; done here too so
+    that the graph's inputs come in torch's order.
+    """
+    if sys.version_info >= (3, 12) or spec.is_leaf():
+        return
+    with contextlib.suppress(NotImplementedError, Unsupported):
+        vt.as_python_constant()
+
+
+def _spec_leaves(fn_vt: Any, tx: Any, vt: Any, spec: Any, out: list[Any]) -> None:
+    import torch.fx._pytree as fx
+
+    if spec.is_leaf():
+        out.append(vt)
+        return
+    fn = fx.SUPPORTED_NODES.get(spec.type)
+    if fn is None:
+        walk = _flatten(tx, [vt], {}, with_paths=False)
+        if walk is not None and walk.tree_spec == spec:
+            out.extend(walk.leaves)
+            return
+        result = UserFunctionVariable.call_function(fn_vt, tx, [vt, SpecVariable(spec)], {})
+        out.extend(result.unpack_var_sequence(tx))
+        return
+    if fn is fx._dict_flatten_spec:
+        children = [_getitem(tx, vt, key) for key in spec.context]
+    elif fn in (fx._list_flatten_spec, fx._tuple_flatten_spec, fx._namedtuple_flatten_spec):
+        children = [_getitem(tx, vt, i) for i in range(spec.num_children)]
+    else:
+        flat = VariableTracker.build(tx, fn).call_function(tx, [vt, SpecVariable(spec)], {})
+        children = flat.unpack_var_sequence(tx)
+    for child, child_spec in zip(children, spec.children(), strict=False):
+        _spec_leaves(fn_vt, tx, child, child_spec, out)
+
+
+# TreeSpec methods of a constant spec answered without tracing their bodies.
+_SPEC_METHODS = frozenset({"unflatten", "flatten_up_to", "is_leaf", "children", "child"})
 
 
 class SpecVariable(UserDefinedObjectVariable):
     """A constant torch TreeSpec made by a fast path (no source, no guards)."""
 
     def var_getattr(self, tx: Any, name: str) -> Any:
-        if name == "unflatten":
-            return SpecUnflattenVariable(self)
+        if name in _SPEC_METHODS:
+            return SpecMethodVariable(self, name)
         return super().var_getattr(tx, name)
 
     def tp_getattro_impl(self, tx: Any, name: str) -> Any:  # attribute reads, torch 2.14
-        if name == "unflatten":
-            return SpecUnflattenVariable(self)
+        if name in _SPEC_METHODS:
+            return SpecMethodVariable(self, name)
         return super().tp_getattro_impl(tx, name)  # type: ignore[misc]
 
     def reconstruct(self, codegen: Any) -> None:
@@ -422,20 +699,52 @@ class SpecVariable(UserDefinedObjectVariable):
         codegen.append_output(codegen.create_load_global(name, add=True))
 
 
-class SpecUnflattenVariable(VariableTracker):
-    """`spec.unflatten` of a SpecVariable: answered directly, or traced."""
+class SpecMethodVariable(VariableTracker):
+    """A method of a SpecVariable: answered from the constant spec, or traced.
 
-    def __init__(self, spec_vt: Any, **kwargs: Any) -> None:
+    `unflatten` (as tree_unflatten's fast path), `flatten_up_to` (`_up_to`),
+    `is_leaf()`, `children()`, `child(i)` (constants of the spec: no guard
+    needed). Anything else, or a call these do not answer (torch's error
+    cases), traces torch's method.
+    """
+
+    def __init__(self, spec_vt: Any, name: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.spec_vt = spec_vt
+        self.name = name
 
     def call_function(self, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if len(args) == 1 and not kwargs:
-            result = _unflatten(tx, args[0], self.spec_vt.value)
-            if result is not None:
-                return result
+        result = None if kwargs else self._answer(tx, args)
+        if result is not None:
+            return result
         spec_vt = self.spec_vt
-        return UserDefinedObjectVariable.call_method(spec_vt, tx, "unflatten", args, kwargs)
+        return UserDefinedObjectVariable.call_method(spec_vt, tx, self.name, args, kwargs)
+
+    def _answer(self, tx: Any, args: list[Any]) -> Any:
+        spec = self.spec_vt.value
+        if self.name == "unflatten":
+            return _unflatten(tx, args[0], spec) if len(args) == 1 else None
+        if self.name == "flatten_up_to":
+            if len(args) != 1:
+                return None
+            subtrees: list[Any] = []
+            try:
+                _up_to(tx, spec, args[0], subtrees)
+            except _Fallback:
+                return None
+            return ListVariable(subtrees, mutation_type=ValueMutationNew())
+        if args and self.name != "child":
+            return None
+        if self.name == "is_leaf":
+            return ConstantVariable.create(spec.is_leaf())
+        if self.name == "children":
+            return ListVariable([SpecVariable(child) for child in spec.children()],
+                                mutation_type=ValueMutationNew())  # fmt: skip
+        if len(args) == 1 and args[0].is_python_constant():  # child(i)
+            index = args[0].as_python_constant()
+            if type(index) is int and -spec.num_children <= index < spec.num_children:
+                return SpecVariable(spec.child(index))
+        return None
 
 
 class PytreeFunctionVariable(UserFunctionVariable):
@@ -452,6 +761,12 @@ class PytreeFunctionVariable(UserFunctionVariable):
 
     def _fast(self, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         name = getattr(self.fn, "__name__", "")
+        if name in _ALL_ANY:
+            from ._predicates import all_any
+
+            return all_any(self, tx, name, args, kwargs)
+        if name == "tree_flatten_spec":
+            return _flatten_spec(self, tx, args, kwargs)
         if name == "tree_map":
             return _tree_map(tx, args, kwargs)
         if name == "tree_unflatten":
@@ -459,7 +774,7 @@ class PytreeFunctionVariable(UserFunctionVariable):
                 return None
             spec = _constant_spec(args[1])
             return None if spec is None else _unflatten(tx, args[0], spec)
-        walk = _flatten(tx, args, kwargs, with_paths=name in _WITH_PATH)
+        walk = _flatten(tx, args, kwargs, name in _WITH_PATH, name == "tree_flatten_with_path")
         if walk is None:
             return None
         if name == "tree_leaves":
