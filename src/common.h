@@ -110,9 +110,9 @@ CPYTREE_NOINLINE void SetPythonErrorFromCxx();
 // vector aborted the interpreter instead of raising MemoryError). Costs
 // nothing when nothing throws. The forced unwind of a thread ended by
 // pthread_exit passes through (see MayReleaseInDestructor): libstdc++ names
-// it abi::__forced_unwind; libc++abi (the wheels' runtime) has no such type
-// but enters catch (...) for it as for any foreign (non-C++) exception, which
-// has no C++ type: rethrown.
+// it abi::__forced_unwind, rethrown here; under libc++abi (the wheels'
+// runtime) a forced unwind never enters this handler (src/forced_unwind.cc).
+// Any other foreign (non-C++) exception has no C++ type: rethrown.
 template <auto Fn>
 struct Guarded;
 template <class R, class... A, R (*Fn)(A...)>

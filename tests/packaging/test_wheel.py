@@ -5,11 +5,13 @@ wheel from dist/ into a new venv and runs this file there before the whole
 Python suite. It checks that
 
 * `cpytree` is imported from that venv (not the checkout) with its C++ engine;
-* the extension needs (DT_NEEDED) and resolves (ldd) glibc's libraries only:
-  no grafted library, no libstdc++ or libgcc_s (libc++, abseil and simdjson
-  are linked in statically);
+* the extension needs (DT_NEEDED) and resolves (ldd) glibc's libraries and
+  libgcc_s.so.1 only: no grafted library, no libstdc++ (libc++, libc++abi,
+  abseil and simdjson are linked in statically);
 * every versioned symbol it imports is GLIBC_2.28 or older (manylinux_2_28)
-  and it exports one dynamic symbol, PyInit__C; the same for the extension of
+  or one of libgcc_s's unwinder symbols at GCC_4.2.0 or older (every libgcc_s
+  since GCC 4.2 has them), and it exports one dynamic symbol, PyInit__C; the
+  same for the extension of
   every wheel in CPYTREE_DIST (the aarch64 wheels included: readelf reads any
   ELF);
 * `auditwheel show` finds the wheel manylinux-consistent at 2.28 or older with
@@ -33,13 +35,22 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-# What the extension may leave to the system: glibc's libraries alone. The C++
-# runtime (libc++), abseil and simdjson are linked in (scripts/native_deps.sh),
-# so nothing can clash with another copy in the process (torch, jaxlib).
+# What the extension may leave to the system: glibc's libraries and the
+# unwinder. The C++ runtime (libc++, libc++abi), abseil and simdjson are linked
+# in (scripts/native_deps.sh), so nothing can clash with another copy in the
+# process (torch, jaxlib). The unwinder is the one runtime part that must be
+# shared: glibc's pthread_exit/pthread_cancel unwind through the system's
+# libgcc_s.so.1 and call the module's personality routine, which must read
+# that unwind with the same library (a module with its own static unwinder
+# crashed there: cmake/zig-toolchain.cmake). manylinux allows libgcc_s.so.1.
 SYSTEM_LIBS = {
     "libc.so.6", "libm.so.6", "libdl.so.2", "librt.so.1", "libpthread.so.0",
     "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1", "linux-vdso.so.1",
+    "libgcc_s.so.1",
 }  # fmt: skip
+# The newest libgcc_s symbol version the extension may import: _Unwind_* are
+# GCC_3.0 (GCC_3.3, GCC_4.2.0 for a few) on x86_64 and aarch64.
+GCC_MAX = (4, 2, 0)
 # manylinux_2_28: glibc 2.28 (RHEL 8, Debian 10, Ubuntu 20.04) and newer.
 GLIBC_MAX = (2, 28)
 # scripts/wheel.sh's WHEEL_TOOLCHAIN: "zig" (the above) or "system", the
@@ -47,9 +58,8 @@ GLIBC_MAX = (2, 28)
 # auditwheel under the machine's glibc tag; the checks below say which
 # expectation differs for it.
 ZIG = os.environ.get("CPYTREE_WHEEL_TOOLCHAIN", "zig") == "zig"
-# What auditwheel may graft into a system-toolchain wheel (manylinux lets
-# libgcc_s come from the system).
-SYSTEM_TOOLCHAIN_LIBS = {"libstdc++.so.6", "libgcc_s.so.1"}
+# What auditwheel may graft into a system-toolchain wheel.
+SYSTEM_TOOLCHAIN_LIBS = {"libstdc++.so.6"}
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="ELF checks: Linux only"
@@ -72,8 +82,8 @@ def _grafted() -> list[Path]:
 
 
 def _allowed_needs() -> set[str]:
-    """Libraries the extension may need: glibc's; for a system-toolchain wheel
-    also libstdc++/libgcc_s and what auditwheel grafted (it renames them,
+    """Libraries the extension may need: glibc's and libgcc_s; for a
+    system-toolchain wheel also libstdc++ and what auditwheel grafted (it renames them,
     libabsl_hash-<hash>.so..., and rewrites DT_NEEDED to those names)."""
     if ZIG:
         return SYSTEM_LIBS
@@ -115,9 +125,12 @@ def _check_symbols(lib: Path) -> None:
     too_new = [v for v in versions if v.startswith("GLIBC_") and tuple(
         int(x) for x in v[len("GLIBC_"):].split(".")) > GLIBC_MAX]  # fmt: skip
     assert not too_new, f"{lib.name} imports glibc symbols newer than 2.28: {sorted(too_new)}"
-    # GLIBCXX_/CXXABI_: libstdc++; GCC_: libgcc_s. Neither may be needed.
-    foreign = [v for v in versions if not v.startswith("GLIBC_")]
-    assert not foreign, f"{lib.name} imports symbols of libstdc++/libgcc_s: {sorted(foreign)}"
+    too_new = [v for v in versions if v.startswith("GCC_") and tuple(
+        int(x) for x in v[len("GCC_"):].split(".")) > GCC_MAX]  # fmt: skip
+    assert not too_new, f"{lib.name} imports libgcc_s symbols newer than GCC 4.2: {sorted(too_new)}"
+    # GLIBCXX_/CXXABI_: libstdc++, never needed (libc++ is linked in).
+    foreign = [v for v in versions if not v.startswith(("GLIBC_", "GCC_"))]
+    assert not foreign, f"{lib.name} imports symbols of libstdc++: {sorted(foreign)}"
 
 
 def _header_version() -> str:
