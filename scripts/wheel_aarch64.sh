@@ -23,7 +23,10 @@
 #    imports from, then tests/python under qemu. Tests that start a
 #    subprocess of the interpreter cannot run (an arm64 binary cannot be
 #    exec'd without binfmt_misc): they are deselected, listed in
-#    NO_SUBPROCESS below.
+#    NO_SUBPROCESS below. Under qemu on 2 shared cores the whole of
+#    tests/python takes more than an hour (test_leaks, test_differential and
+#    test_core the longest): PYTEST_ARGS="tests/python/test_a.py ..." runs a
+#    shard (README Status has the last run, file by file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYV=${ARM64_PYTHON:-3.14}
