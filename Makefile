@@ -320,17 +320,25 @@ test-pythons: setup-system
 	  then r=ok; else r=FAILED; status=1; fi; summary="$$summary $$v(sid):$$r"; \
 	done; echo "test-pythons:$$summary"; exit $$status
 
-# Not in .ci/run (too long there): the cp314 aarch64 wheel (cross-built with
-# zig) and tests/python under qemu-aarch64-static with Debian sid's arm64
-# CPython (scripts/wheel_aarch64.sh; subprocess tests deselected, listed there);
-# torch 2.14.1 (PyPI's CUDA build, several GB, run on the CPU) on CPython 3.14
-# in the sid folder running the torch-facing suites.
+# Not in .ci/run (too long there; README "Building wheels" gives the numbers):
+# test-aarch64: the cp314 aarch64 wheel (cross-built with zig) and
+#   tests/python under qemu-aarch64-static with Debian sid's arm64 CPython
+#   (scripts/wheel_aarch64.sh; the tests that spawn a subprocess are
+#   deselected, listed there with the reason; PYTEST_ARGS="<files>" runs a shard).
+# test-torch-sid: torch 2.14.1 (PyPI's CUDA build, 5.4 GB installed, run on the
+#   CPU) on CPython 3.14 in the sid folder, the torch-facing suites of
+#   scripts/test_torch_versions.sh. The wheels are kept in
+#   $CPYTREE_CACHE/wheelhouse-cp314 (outside the checkout) and the venv
+#   build/torch/2.14.1-py3.14 is kept, so only the first run downloads; g++ is installed into folders made before sid_root.sh
+#   listed it (Inductor compiles its CPU kernels with it).
 test-aarch64: setup-system
 	@JOBS=$(JOBS) scripts/wheel_aarch64.sh test
 
 test-torch-sid: setup-system
-	@$(SID) >/dev/null && $(SID) run env TORCH_PYTHON=/usr/bin/python3.14 TORCH_VENV_SUFFIX=-py3.14 \
-	  scripts/test_torch_versions.sh 2.14.1
+	@$(SID) >/dev/null && $(SID) run sh -c 'command -v g++ >/dev/null || { apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends g++ && apt-get clean; } >&2' && \
+	  $(SID) run env TORCH_PYTHON=/usr/bin/python3.14 TORCH_VENV_SUFFIX=-py3.14 \
+	  TORCH_WHEELHOUSE=$${CPYTREE_CACHE:-$$HOME/.cache/cpytree}/wheelhouse-cp314 scripts/test_torch_versions.sh 2.14.1
 
 test-torch-versions: setup-system
 	@JOBS=$(JOBS) scripts/test_torch_versions.sh $(TORCH_VERSIONS)

@@ -27,8 +27,9 @@ CACHE=${CPYTREE_CACHE:-$HOME/.cache/cpytree}
 ROOT=$CACHE/sid-$ARCH
 MIRROR=${SID_MIRROR:-$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
+# g++: Inductor's CPU backend compiles its kernels with it (make test-torch-sid).
 AMD64_PKGS="python3.14 python3.14-venv python3.14-dev python3.15 python3.15-venv python3.15-dev
-  ca-certificates binutils"
+  ca-certificates binutils g++"
 ARM64_PYTHON=${ARM64_PYTHON:-3.14}
 ARM64_PKGS="python$ARM64_PYTHON python$ARM64_PYTHON-venv libpython$ARM64_PYTHON-dev"
 

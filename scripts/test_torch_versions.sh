@@ -5,10 +5,12 @@
 #
 # Per version: venv build/torch/<version>/venv with torch==<version> (pinned;
 # kept between runs, since torch 2.14.1 is a 5.5 GB CUDA build that takes a
-# minute or two to install; CUDA_VISIBLE_DEVICES is emptied, it runs on the
-# CPU), the wheel of this checkout (scripts/wheel.sh) reinstalled fresh, then
-# the tests that exercise torch: install()/uninstall(), torch.compile and
-# torch.export with install(), the spec interop and pickling
+# minute or two to install; TORCH_WHEELHOUSE=<folder> downloads the wheels
+# there once and installs from it, so a new venv downloads nothing;
+# CUDA_VISIBLE_DEVICES is emptied, it runs on the CPU), the wheel of this
+# checkout (scripts/wheel.sh) reinstalled fresh, then the tests that
+# exercise torch: install()/uninstall(), torch.compile and torch.export with
+# install(), the spec interop and pickling
 # (test_torch_install), the shared registries and the install lock
 # (test_torch_registry_follow), the version check and rollback
 # (test_torch_versions), API parity with torch's module, byte-identical
@@ -31,7 +33,16 @@ for version in "$@"; do
     rm -rf "$venv"
     "$PYTHON" -m venv "$venv"
     echo "test-torch-versions: installing torch==$version into $venv"
-    quiet "$venv/bin/python" -m pip install -q "torch==$version" pytest hypothesis
+    if [ -n "${TORCH_WHEELHOUSE:-}" ]; then
+      # pip's HTTP cache stores nothing here (the index's responses are not
+      # cacheable): a folder of the wheels themselves, which pip download
+      # keeps and does not fetch again.
+      quiet "$venv/bin/python" -m pip download -q -d "$TORCH_WHEELHOUSE" "torch==$version" pytest hypothesis
+      quiet "$venv/bin/python" -m pip install -q --no-index --find-links "$TORCH_WHEELHOUSE" \
+        "torch==$version" pytest hypothesis
+    else
+      quiet "$venv/bin/python" -m pip install -q "torch==$version" pytest hypothesis
+    fi
     echo "$version" > "$venv/.torch"
   fi
   quiet "$venv/bin/python" -m pip install -q --force-reinstall --no-deps "$wheel"
