@@ -33,24 +33,12 @@ JOBS=${JOBS:-2}
 LOCK=${BUILD_LOCK:-build.lock}
 LOCKFILE=$(realpath -m "$LOCK")
 RECIPE=1
-pin() { awk -v n="$1" -v f="$2" '$1 == n { print $f }' cmake/deps.lock; }
+# pin, fetch
+. scripts/pinned_sources.sh
 hash=$( (cat cmake/deps.lock; echo "recipe $RECIPE") | sha256sum | cut -c1-12)
 PREFIX=$CACHE/deps-$hash/$TARGET
 mkdir -p "$CACHE/downloads"
 start=$(date +%s)
-
-# Download a pinned archive once and check its sha256.
-fetch() {  # name -> path of the archive
-  local name=$1 url sha file
-  url=$(pin "$name" 4) sha=$(pin "$name" 3)
-  file=$CACHE/downloads/$(basename "$url")
-  if [ ! -f "$file" ]; then
-    curl -sSfL --retry 3 -o "$file.part" "$url"
-    mv "$file.part" "$file"
-  fi
-  echo "$sha  $file" | sha256sum -c --quiet - >&2 || { rm -f "$file"; echo "native_deps: $name: sha256 mismatch" >&2; exit 1; }
-  echo "$file"
-}
 
 # zig, from the pinned ziglang wheel (pip download --require-hashes).
 ZIGVER=$(pin ziglang 2)
@@ -138,7 +126,7 @@ CXXFLAGS="-std=c++17 -O3 -DNDEBUG -fPIC -fvisibility=hidden -fvisibility-inlines
 absl_tar=$(fetch abseil)
 tar -xzf "$absl_tar" -C "$P/src" --wildcards '*/third_party/abseil-cpp/absl/*'
 ABSL=$(echo "$P"/src/*/third_party/abseil-cpp)
-(cd "$ABSL" && find absl -name '*.h' -o -name '*.inc' | cpio -pdm --quiet "$P/include")
+(cd "$ABSL" && find absl -name '*.h' -o -name '*.inc' | tar -cf - -T - | tar -xf - -C "$P/include")
 (cd "$ABSL" && find absl/base absl/hash absl/container absl/profiling absl/synchronization absl/time \
     absl/debugging absl/numeric absl/strings -name '*.cc' \
   | grep -v -E '_test|test_|benchmark|mock|_testing|testutil|print_hash_of|/cord|cordz|gentables|failure_signal|leak_check|_fuzz|_win\.cc|win32' \

@@ -1,0 +1,21 @@
+# Sourced by the scripts that build from cmake/deps.lock (scripts/native_deps.sh,
+# scripts/host_simdjson.sh): reads a pin and downloads its archive once into
+# $CACHE/downloads, checking the sha256 on every use. Needs CACHE set.
+
+pin() {  # name field -> that field of the name's line in cmake/deps.lock
+  awk -v n="$1" -v f="$2" '$1 == n { print $f }' cmake/deps.lock
+}
+
+# Download a pinned archive once and check its sha256.
+fetch() {  # name -> path of the archive
+  local name=$1 url sha file
+  url=$(pin "$name" 4) sha=$(pin "$name" 3)
+  mkdir -p "$CACHE/downloads"
+  file=$CACHE/downloads/$(basename "$url")
+  if [ ! -f "$file" ]; then
+    curl -sSfL --retry 3 -o "$file.part" "$url"
+    mv "$file.part" "$file"
+  fi
+  echo "$sha  $file" | sha256sum -c --quiet - >&2 || { rm -f "$file"; echo "$name: sha256 mismatch" >&2; exit 1; }
+  echo "$file"
+}
