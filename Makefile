@@ -34,8 +34,11 @@ floor:
 
 # googletest suites, examples/cpp, the cross-language round trips (C++ <-> torch)
 # and a find_package(cpytree) consumer built against an installed copy.
+# simdjson: the pinned one (scripts/host_simdjson.sh), as the wheels link it.
 test-cpp: setup
-	@$(VENV)/bin/cmake -S . -B $(CPPBUILD) -G Ninja -DCPYTREE_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	@sj=$$(scripts/host_simdjson.sh | tail -1) && \
+	$(VENV)/bin/cmake -S . -B $(CPPBUILD) -G Ninja -DCPYTREE_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -Dsimdjson_DIR=$$sj/lib/cmake/simdjson -DCPYTREE_EXPECTED_SIMDJSON=$$(cat $$sj/version) \
 	  -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV))/bin/ninja >/dev/null
 	@flock $(BUILD_LOCK) $(VENV)/bin/cmake --build $(CPPBUILD) -j $(JOBS)
 	@flock $(BUILD_LOCK) $(VENV)/bin/ctest --test-dir $(CPPBUILD) --output-on-failure -j $(JOBS)
@@ -62,6 +65,7 @@ test-aoti: setup
 	  flock $(BUILD_LOCK) $(PY) examples/aoti/model.py $(AOTI); fi
 	@$(VENV)/bin/cmake -S examples/aoti -B $(AOTI)/cmake -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_PREFIX_PATH="$$($(PY) -c 'import torch; print(torch.utils.cmake_prefix_path)')" \
+	  -Dsimdjson_DIR=$$(scripts/host_simdjson.sh | tail -1)/lib/cmake/simdjson \
 	  -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV))/bin/ninja >/dev/null
 	@flock $(BUILD_LOCK) $(VENV)/bin/cmake --build $(AOTI)/cmake -j $(JOBS)
 	@$(PY) -m pytest -q -p no:cacheprovider --noconftest tests/cpp/aoti

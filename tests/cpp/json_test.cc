@@ -24,6 +24,14 @@ std::string Node(const std::string& type, const std::string& context,
 }
 
 // Every expected string below is what torch 2.13's treespec_dumps writes.
+#if defined(CPYTREE_EXPECTED_SIMDJSON)
+// What Loads accepts must not depend on the simdjson a machine has: the tests
+// compile against the pinned one (cmake/deps.lock, as the wheels link it).
+TEST(JsonTest, BuiltWithThePinnedSimdjson) {
+  EXPECT_STREQ(SIMDJSON_VERSION, CPYTREE_EXPECTED_SIMDJSON);
+}
+#endif
+
 TEST(JsonTest, DumpsLeaf) { EXPECT_EQ(Dumps(L()), Wrap(kLeafJson)); }
 
 TEST(JsonTest, DumpsEveryBuiltinKind) {

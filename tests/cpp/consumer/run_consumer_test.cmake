@@ -1,6 +1,7 @@
 # ctest driver: install the build tree's `devel` component into a fresh prefix,
 # then configure, build and run tests/cpp/consumer against it. Arguments (-D):
-# BUILD_DIR, SOURCE_DIR, WORK_DIR, TARGET, GENERATOR, MAKE_PROGRAM, CXX_COMPILER.
+# BUILD_DIR, SOURCE_DIR, WORK_DIR, TARGET, GENERATOR, MAKE_PROGRAM, CXX_COMPILER,
+# SIMDJSON_DIR (the simdjson package the build tree used: the consumer gets the same).
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 
@@ -19,6 +20,9 @@ set(configure ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -G ${GENERA
     -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
 if(MAKE_PROGRAM)
   list(APPEND configure -DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM})
+endif()
+if(SIMDJSON_DIR)
+  list(APPEND configure -Dsimdjson_DIR=${SIMDJSON_DIR})
 endif()
 run(${configure})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
