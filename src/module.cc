@@ -25,14 +25,14 @@ namespace {
 // while the interpreter is alive. 3.10's take_gil, in a daemon thread that
 // asked for the GIL (SET_GIL_DROP_REQUEST) before finalization began and
 // then times out waiting, resets that request through the interpreter state
-// before exiting (python/cpython#96387, backported to 3.10.8). If the main
-// thread got through Py_FinalizeEx without giving the GIL up, that happens
-// after the interpreter state was freed: glibc's free() has written null
-// over its `runtime` field, and the reset then dereferences null (core dumps:
-// SIGSEGV at take_gil -> RESET_GIL_DROP_REQUEST -> COMPUTE_EVAL_BREAKER,
-// main thread already in exit()). CPython alone takes that path too
-// (measured with uprobes, scripts/count_exit_crashes.py --impl reference);
-// it faults when the freed block's neighbour was free (heap layout).
+// before exiting (python/cpython#96387; 3.10.13 has it). When the main
+// thread got through Py_FinalizeEx without giving the GIL up, that thread
+// times out after the interpreter state was freed: a use after free, which
+// faults when glibc's free() wrote null over the state's `runtime` field
+// (core dumps: SIGSEGV at take_gil -> RESET_GIL_DROP_REQUEST ->
+// COMPUTE_EVAL_BREAKER, runtime == NULL, main thread already in exit()).
+// CPython alone takes that path as well (uprobes, the pure-Python reference:
+// 2 exits in 150, no fault there); whether it faults depends on the heap.
 //
 // An ExitDrain is put in this module's dict by the atexit hook when other
 // Python threads exist. The dict is cleared by finalize_modules, after
