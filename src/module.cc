@@ -85,7 +85,7 @@ void ArmExitDrain(PyObject* module) {
 #endif
 
 // atexit hook: from here on destructors check that they hold the GIL (common.h).
-PyObject* PyMarkExiting(PyObject* module, PyObject*) {
+PyObject* PyMarkExiting([[maybe_unused]] PyObject* module, PyObject*) {
   g_exiting_thread.store(PyThread_get_thread_ident());
   g_exiting.store(true);
 #if PY_VERSION_HEX < 0x030B0000
