@@ -77,8 +77,12 @@ def check_slots(path: Path, text: str) -> list[str]:
         slot, value = match["slot"], match["value"].strip()
         if slot in UNGUARDED_SLOTS or slot in TABLE_SLOTS:
             continue  # a slot that cannot raise, or a table checked entry by entry
-        if not re.match(r"^&?[A-Za-z_][\w:<>]*$", value) or re.match(r"^Py[A-Z][a-z]*_", value):
-            continue  # data (flags, sizes, names), or CPython's own function
+        if (
+            not re.match(r"^&?[A-Za-z_][\w:<>]*$", value)
+            or re.match(r"^Py[A-Z][a-z]*_", value)
+            or re.match(r"^(Py_)?[A-Z][A-Z0-9_]*$", value)
+        ):
+            continue  # data (flags, sizes, names, a macro constant), or CPython's own function
         if not any(g in value for g in GUARDS) and not _guarded_wrapper(text, value):
             number = text.count("\n", 0, match.start()) + 1
             findings.append(f"{path}:{number}: slot {slot} is {value}, unguarded")

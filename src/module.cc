@@ -1,4 +1,7 @@
 // Module init of cpytree._C and its method table.
+#include <chrono>
+#include <thread>
+
 #include "children.h"
 #include "deserialize.h"
 #include "flatten.h"
@@ -17,10 +20,77 @@
 namespace cpytree {
 namespace {
 
+#if PY_VERSION_HEX < 0x030B0000
+// CPython 3.10 only: lets the daemon threads still waiting for the GIL leave
+// while the interpreter is alive. 3.10's take_gil, in a daemon thread that
+// asked for the GIL (SET_GIL_DROP_REQUEST) before finalization began and
+// then times out waiting, resets that request through the interpreter state
+// before exiting (python/cpython#96387; 3.10.13 has it). When the main
+// thread got through Py_FinalizeEx without giving the GIL up, that thread
+// times out after the interpreter state was freed: a use after free, which
+// faults when glibc's free() wrote null over the state's `runtime` field
+// (core dumps: SIGSEGV at take_gil -> RESET_GIL_DROP_REQUEST ->
+// COMPUTE_EVAL_BREAKER, runtime == NULL, main thread already in exit()).
+// CPython alone takes that path as well (uprobes, the pure-Python reference:
+// 2 exits in 150, no fault there); whether it faults depends on the heap.
+//
+// An ExitDrain is put in this module's dict by the atexit hook when other
+// Python threads exist. The dict is cleared by finalize_modules, after
+// finalization began (no thread but this one may run Python again) and
+// before the interpreter state is freed: its dealloc gives the GIL up for
+// two switch intervals. Each waiting thread then takes it, sees that it must
+// exit and leaves by take_gil's other path (drop_gil, pthread_exit), with
+// the interpreter state intact; none is left waiting to time out after the
+// free. Costs ~10 ms at exit, on 3.10, only when other threads are alive.
+struct ExitDrainObject {
+  PyObject_HEAD
+};
+
+void ExitDrainDealloc(PyObject* self) {
+  if (_Py_IsFinalizing()) {
+    auto wait = std::chrono::microseconds(2 * _PyEval_GetSwitchInterval());
+    Py_BEGIN_ALLOW_THREADS
+    std::this_thread::sleep_for(wait);
+    Py_END_ALLOW_THREADS
+  }
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyTypeObject ExitDrainType = {PyVarObject_HEAD_INIT(nullptr, 0) "cpytree._C._ExitDrain"};
+
+// Puts an ExitDrain in the module's dict if a thread other than this one has
+// a thread state (a daemon thread: non-daemon threads were joined before the
+// atexit hooks ran). Errors are cleared: this is best effort.
+void ArmExitDrain(PyObject* module) {
+  PyThreadState* self = PyThreadState_Get();
+  PyInterpreterState* interp = PyThreadState_GetInterpreter(self);
+  bool others = false;
+  for (PyThreadState* t = PyInterpreterState_ThreadHead(interp); t != nullptr;
+       t = PyThreadState_Next(t)) {
+    others = others || t != self;
+  }
+  if (!others) return;
+  if (ExitDrainType.tp_dealloc == nullptr) {
+    ExitDrainType.tp_basicsize = sizeof(ExitDrainObject);
+    ExitDrainType.tp_flags = Py_TPFLAGS_DEFAULT;
+    ExitDrainType.tp_dealloc = ExitDrainDealloc;
+    if (PyType_Ready(&ExitDrainType) < 0) {
+      PyErr_Clear();
+      return;
+    }
+  }
+  Ref drain(PyType_GenericAlloc(&ExitDrainType, 0));
+  if (!drain || PyObject_SetAttrString(module, "_exit_drain", drain.get()) < 0) PyErr_Clear();
+}
+#endif
+
 // atexit hook: from here on destructors check that they hold the GIL (common.h).
-PyObject* PyMarkExiting(PyObject*, PyObject*) {
+PyObject* PyMarkExiting([[maybe_unused]] PyObject* module, PyObject*) {
   g_exiting_thread.store(PyThread_get_thread_ident());
   g_exiting.store(true);
+#if PY_VERSION_HEX < 0x030B0000
+  ArmExitDrain(module);
+#endif
   Py_RETURN_NONE;
 }
 

@@ -278,26 +278,50 @@ def test_interpreter_shutdown_is_clean(how, threads):
     # them with pthread_exit, which runs the C++ destructors of their frames
     # without the GIL: that crashed (SIGSEGV) about one exit in four until
     # destructors learnt to leave references alone then (src/common.h).
+    # CPython 3.10 crashed (SIGSEGV in take_gil, about one exit in 100) when a
+    # daemon thread still waiting for the GIL timed out after the interpreter
+    # state was freed, until the engine let such threads leave first
+    # (ExitDrain, src/module.cc).
     if threads and SANITIZED:
         # pthread_exit's forced unwind leaves the skipped frames poisoned and
         # ASan then reports its own sigaltstack interceptor (a known false
         # positive of ASan with pthread_exit): only the plain build tells.
         pytest.skip("ASan misreports pthread_exit unwinding of daemon threads")
-    if threads and sys.version_info[:2] == (3, 10):
-        # CPython 3.10's take_gil lets a daemon thread that was waiting for the
-        # GIL go on after the interpreter state is freed (core dumps: SIGSEGV in
-        # take_gil -> RESET_GIL_DROP_REQUEST, main thread in _PyRuntime_Finalize),
-        # about one exit in 100 with 4 threads calling back into Python from
-        # the engine (21 of 2,000; the pure-Python reference 0 of 2,000:
-        # scripts/count_exit_crashes.py); 3.11+ end such threads first.
-        # CPython: python/cpython#87135. Listed in README "Status".
-        pytest.skip("CPython 3.10 finalization race in take_gil with daemon threads")
     exit_stmt = {"return": "", "sys.exit": "sys.exit(0)", "exception": "raise SystemExit(0)"}[how]
     for _ in range(6 if threads else 1):  # the crash was a race: try a few times
         proc = run_child(SHUTDOWN.format(threads=threads, exit=exit_stmt), timeout=120)
         assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-3000:]}"
         assert "exiting" in proc.stdout and "atexit ran" in proc.stdout, proc.stdout
         assert proc.stderr.strip() == "", proc.stderr[-3000:]
+
+
+EXIT_DRAIN = """
+import atexit, sys, threading, time
+
+def report():  # registered before cpytree's hook, so it runs after it (LIFO)
+    print("drain armed:", hasattr(sys.modules["cpytree._C"], "_exit_drain"), flush=True)
+
+atexit.register(report)
+import cpytree
+
+def spin():
+    while True:
+        cpytree.tree_map(lambda x: x, [1, (2, 3)])
+
+for _ in range({threads}):
+    threading.Thread(target=spin, daemon=True).start()
+time.sleep(0.05)
+"""
+
+
+@pytest.mark.parametrize("threads", [0, 2])
+def test_exit_drain_armed_on_310_with_threads(threads):
+    # The 3.10 exit fix (ExitDrain, src/module.cc) is armed by the atexit hook
+    # only on CPython 3.10 and only when other Python threads are alive.
+    proc = run_child(EXIT_DRAIN.format(threads=threads), timeout=120)
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-3000:]}"
+    armed = threads > 0 and sys.version_info[:2] == (3, 10)
+    assert f"drain armed: {armed}" in proc.stdout, proc.stdout
 
 
 # ---------------------------------------------------------------- out of memory
