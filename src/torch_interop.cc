@@ -54,4 +54,46 @@ PyObject* PySetTorchPickling(PyObject*, PyObject* flag) {
   Py_RETURN_NONE;
 }
 
+PyObject* PyFindBound(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2 || !PyList_Check(args[0]) || !PyTuple_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "_find_bound(namespaces: list, objects: tuple)");
+    return nullptr;
+  }
+  PyObject* namespaces = args[0];
+  PyObject* objects = args[1];
+  const Py_ssize_t n_objects = PyTuple_GET_SIZE(objects);
+  PyObject* out = PyList_New(0);
+  if (out == nullptr) return nullptr;
+  // A handful of objects: a linear identity scan beats hashing each value.
+  // The list is re-read at each step: appending may run a GC finalizer.
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(namespaces); ++i) {
+    PyObject* ns = PyList_GET_ITEM(namespaces, i);
+    if (!PyDict_Check(ns)) {
+      Py_DECREF(out);
+      PyErr_Format(PyExc_TypeError, "_find_bound: namespaces[%zd] is not a dict", i);
+      return nullptr;
+    }
+    Py_INCREF(ns);
+    Py_ssize_t pos = 0;
+    PyObject* key;
+    PyObject* value;
+    while (PyDict_Next(ns, &pos, &key, &value)) {
+      for (Py_ssize_t k = 0; k < n_objects; ++k) {
+        if (value != PyTuple_GET_ITEM(objects, k)) continue;
+        PyObject* item = Py_BuildValue("(nO)", i, key);
+        if (item == nullptr || PyList_Append(out, item) < 0) {
+          Py_XDECREF(item);
+          Py_DECREF(ns);
+          Py_DECREF(out);
+          return nullptr;
+        }
+        Py_DECREF(item);
+        break;
+      }
+    }
+    Py_DECREF(ns);
+  }
+  return out;
+}
+
 }  // namespace cpytree
