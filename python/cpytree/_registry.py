@@ -115,6 +115,17 @@ PUBLIC_NAMES: tuple[str, ...] = (
     "treespec_dumps", "treespec_loads", "treespec_pprint",
 )  # fmt: skip
 
+# The TreeSpec classes treespec_dumps and treespec_pprint accept
+# (`_serialization._check_spec`). Appended to only (a list append is atomic).
+SPEC_TYPES: list[type] = []
+
+
+def register_spec_type(cls: type) -> None:
+    """Let `treespec_dumps` and `treespec_pprint` accept instances of `cls`."""
+    if cls not in SPEC_TYPES:
+        SPEC_TYPES.append(cls)
+
+
 # Called as hook(cls, node_def) after each change of SUPPORTED_NODES[cls];
 # node_def is None when cls was deregistered. Appended to by cpytree/__init__.
 _REGISTRATION_HOOKS: list[Callable[[type, NodeDef | None], None]] = []
@@ -170,6 +181,36 @@ def _store_node(
                 CONSTANT_NODES.add(cls)
         finally:
             _notify_hooks(cls, node_def)
+
+
+def _store_copies(rows: list[tuple[type[Any], Any, Any, Any, str | None, Any, Any, bool]]) -> None:
+    """`_store_node(*row[:7], constant=row[7], warn_overwrite=False)` for each row, in order.
+
+    For copying a whole registry at once (`_torch._follow`, ~100 types when
+    `import cpytree` finds torch loaded): the same tables and hook calls,
+    without a call of `_store_node` per type. A row whose dumpable-context
+    pair is invalid goes through `_store_node` (which raises).
+    """
+    nodes, serialized, by_name, constants = (
+        SUPPORTED_NODES, SUPPORTED_SERIALIZED_TYPES, SERIALIZED_TYPE_TO_PYTHON_TYPE, CONSTANT_NODES
+    )  # fmt: skip
+    hooks = _REGISTRATION_HOOKS
+    with _NODE_REGISTRY_LOCK:
+        for cls, flatten_fn, unflatten_fn, with_keys_fn, name, to_dc, from_dc, constant in rows:
+            if (to_dc is None) is not (from_dc is None):
+                _store_node(cls, flatten_fn, unflatten_fn, with_keys_fn, name, to_dc, from_dc,
+                            constant=constant, warn_overwrite=False)  # fmt: skip
+                continue
+            node_def = NodeDef(cls, flatten_fn, unflatten_fn, with_keys_fn)
+            nodes[cls] = node_def
+            if name is None:
+                name = NO_SERIALIZED_TYPE_NAME_FOUND
+            serialized[cls] = _SerializeNodeDef(cls, name, to_dc, from_dc)
+            by_name[name] = cls
+            if constant:
+                constants.add(cls)
+            for hook in hooks.copy():  # as _notify_hooks
+                hook(cls, node_def)
 
 
 def register_pytree_node(
