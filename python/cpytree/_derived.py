@@ -70,13 +70,32 @@ class Derived(NamedTuple):
     treespec_dict: Callable[..., Any]
     broadcast_to_and_flatten: Callable[..., list[Any] | None]
 
-    if not TYPE_CHECKING:
-
-        def __new__(_cls, tree_all, tree_any, tree_all_only, tree_any_only, tree_map_only,
-                    tree_map_only_, treespec_tuple, treespec_dict, broadcast_to_and_flatten):  # fmt: skip
-            return tuple.__new__(_cls, (tree_all, tree_any, tree_all_only, tree_any_only,
-                                        tree_map_only, tree_map_only_, treespec_tuple,
-                                        treespec_dict, broadcast_to_and_flatten))  # fmt: skip
+    def _new(
+        _cls: Any,
+        tree_all: Any,
+        tree_any: Any,
+        tree_all_only: Any,
+        tree_any_only: Any,
+        tree_map_only: Any,
+        tree_map_only_: Any,
+        treespec_tuple: Any,
+        treespec_dict: Any,
+        broadcast_to_and_flatten: Any,
+    ) -> Any:
+        return tuple.__new__(
+            _cls,
+            (
+                tree_all,
+                tree_any,
+                tree_all_only,
+                tree_any_only,
+                tree_map_only,
+                tree_map_only_,
+                treespec_tuple,
+                treespec_dict,
+                broadcast_to_and_flatten,
+            ),
+        )
 
 
 def bind(

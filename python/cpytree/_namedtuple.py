@@ -3,10 +3,12 @@
 `typing.NamedTuple` (through `collections.namedtuple`) compiles a `__new__`
 from a source string for every class, each time the defining module is
 imported: the registry's NamedTuples cost `import cpytree` about 0.8M
-instructions each. Here the class body writes its `__new__` itself (compiled
-once into the .pyc like any function); the rest is what
-`collections.namedtuple` and `typing.NamedTuple` build, without `eval`
-(tests/python/test_import_cost.py compares the classes with typing's own)::
+instructions each. Here the class body writes that `__new__` itself, as a
+method `_new` (compiled once into the .pyc like any function; typing would
+refuse a `__new__`, so mypy sees `_new` as a method the class does not keep);
+the rest is what `collections.namedtuple` and `typing.NamedTuple` build,
+without `eval` (tests/python/test_import_cost.py compares the classes with
+typing's own)::
 
     if TYPE_CHECKING:
         from typing import NamedTuple
@@ -17,43 +19,38 @@ once into the .pyc like any function); the rest is what
         first: int
         second: int
 
-        if not TYPE_CHECKING:
-            def __new__(_cls, first, second):
-                return tuple.__new__(_cls, (first, second))
+        def _new(_cls: Any, first: Any, second: Any) -> Any:  # becomes __new__
+            return tuple.__new__(_cls, (first, second))
 
-The `__new__` parameters must be the annotated fields, in order (checked).
+The `_new` parameters must be the annotated fields, in order (checked).
 Fields with defaults are not supported.
 """
 
 from __future__ import annotations
 
+import collections
 import sys
-from operator import itemgetter
 from typing import Any
 
-try:
-    from _collections import _tuplegetter  # what collections.namedtuple uses
-except ImportError:  # pragma: no cover - other interpreters
-
-    def _tuplegetter(index: int, doc: str) -> Any:
-        return property(itemgetter(index), doc=doc)
-
+# What collections.namedtuple makes its field properties with (C, or its
+# pure-Python stand-in on interpreters without _collections).
+_tuplegetter: Any = vars(collections)["_tuplegetter"]
 
 __all__ = ["NamedTuple"]
 
 # typing.NamedTuple's rules for the class body.
 _PROHIBITED = frozenset({"__init__", "__slots__", "__getnewargs__", "_fields",
                          "_field_defaults", "_make", "_replace", "_asdict", "_source"})  # fmt: skip
-_SPECIAL = frozenset({"__module__", "__name__", "__annotations__", "__new__"})
+_SPECIAL = frozenset({"__module__", "__name__", "__annotations__", "_new"})
 
 
 def _build(typename: str, ns: dict[str, Any]) -> type:
     types: dict[str, Any] = dict(ns.get("__annotations__", {}))
     field_names = tuple(map(sys.intern, types))
-    new = ns.get("__new__")
+    new: Any = ns.get("_new")
     code = getattr(new, "__code__", None)
     if code is None or code.co_varnames[1 : code.co_argcount] != field_names:
-        raise TypeError(f"{typename}: __new__(_cls, {', '.join(field_names)}) must be defined")
+        raise TypeError(f"{typename}: _new(_cls, {', '.join(field_names)}) must be defined")
     if any(name in ns for name in field_names) or new.__defaults__:
         raise TypeError(f"{typename}: fields with defaults are not supported")
     num_fields = len(field_names)
@@ -65,14 +62,14 @@ def _build(typename: str, ns: dict[str, Any]) -> type:
     new.__doc__ = f"Create new instance of {typename}({arg_list})"
     new.__annotations__ = types
 
-    @classmethod  # type: ignore[misc]
-    def _make(cls: type, iterable: Any) -> Any:
-        result = tuple_new(cls, iterable)
+    def make(cls: type, iterable: Any) -> Any:
+        result: tuple[Any, ...] = tuple_new(cls, iterable)
         if len(result) != num_fields:
             raise TypeError(f"Expected {num_fields} arguments, got {len(result)}")
         return result
 
-    _make.__func__.__doc__ = f"Make a new {typename} object from a sequence or iterable"
+    make.__name__ = "_make"
+    make.__doc__ = f"Make a new {typename} object from a sequence or iterable"
 
     def _replace(self: Any, /, **kwds: Any) -> Any:
         result = self._make(map(kwds.pop, field_names, self))
@@ -84,7 +81,7 @@ def _build(typename: str, ns: dict[str, Any]) -> type:
 
     def __repr__(self: Any) -> str:
         "Return a nicely formatted representation string"
-        return self.__class__.__name__ + repr_fmt % self
+        return str(self.__class__.__name__ + repr_fmt % self)
 
     def _asdict(self: Any) -> dict[str, Any]:
         "Return a new dict which maps field names to their values."
@@ -94,7 +91,7 @@ def _build(typename: str, ns: dict[str, Any]) -> type:
         "Return self as a plain tuple.  Used by copy and pickle."
         return tuple(self)
 
-    for method in (new, _make.__func__, _replace, __repr__, _asdict, __getnewargs__):
+    for method in (new, make, _replace, __repr__, _asdict, __getnewargs__):
         method.__qualname__ = f"{typename}.{method.__name__}"
 
     namespace: dict[str, Any] = {
@@ -103,7 +100,7 @@ def _build(typename: str, ns: dict[str, Any]) -> type:
         "_fields": field_names,
         "_field_defaults": {},
         "__new__": new,
-        "_make": _make,
+        "_make": classmethod(make),
         "_replace": _replace,
         "__repr__": __repr__,
         "_asdict": _asdict,

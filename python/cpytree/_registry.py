@@ -24,7 +24,7 @@ import threading
 import types
 import warnings
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:  # cpytree._keys loads on first use (see _nodes)
     from typing import NamedTuple
@@ -68,10 +68,10 @@ class NodeDef(NamedTuple):
     unflatten_fn: UnflattenFn
     flatten_with_keys_fn: FlattenWithKeysFn | None
 
-    if not TYPE_CHECKING:
-
-        def __new__(_cls, type, flatten_fn, unflatten_fn, flatten_with_keys_fn):  # noqa: A002
-            return tuple.__new__(_cls, (type, flatten_fn, unflatten_fn, flatten_with_keys_fn))
+    def _new(
+        _cls: Any, type: Any, flatten_fn: Any, unflatten_fn: Any, flatten_with_keys_fn: Any
+    ) -> Any:
+        return tuple.__new__(_cls, (type, flatten_fn, unflatten_fn, flatten_with_keys_fn))
 
 
 class _SerializeNodeDef(NamedTuple):
@@ -82,12 +82,16 @@ class _SerializeNodeDef(NamedTuple):
     to_dumpable_context: ToDumpableContextFn | None
     from_dumpable_context: FromDumpableContextFn | None
 
-    if not TYPE_CHECKING:
-
-        def __new__(_cls, typ, serialized_type_name, to_dumpable_context, from_dumpable_context):
-            return tuple.__new__(
-                _cls, (typ, serialized_type_name, to_dumpable_context, from_dumpable_context)
-            )
+    def _new(
+        _cls: Any,
+        typ: Any,
+        serialized_type_name: Any,
+        to_dumpable_context: Any,
+        from_dumpable_context: Any,
+    ) -> Any:
+        return tuple.__new__(
+            _cls, (typ, serialized_type_name, to_dumpable_context, from_dumpable_context)
+        )
 
 
 # Shared mutable state. Every write to the four tables below, and every call
@@ -414,7 +418,7 @@ class ConstantNode(Generic[T]):
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is self.__class__:
-            return (self.value,) == (other.value,)  # type: ignore[attr-defined]
+            return (self.value,) == (other.value,)
         return NotImplemented
 
     def __hash__(self) -> int:
@@ -431,10 +435,10 @@ class ConstantNode(Generic[T]):
         super().__delattr__(name)
 
     def __getstate__(self) -> list[Any]:
-        return [getattr(self, f.name) for f in dataclasses.fields(self)]
+        return [getattr(self, f.name) for f in dataclasses.fields(cast(Any, self))]
 
     def __setstate__(self, state: list[Any]) -> None:
-        for field, value in zip(dataclasses.fields(self), state, strict=False):
+        for field, value in zip(dataclasses.fields(cast(Any, self)), state, strict=False):
             object.__setattr__(self, field.name, value)
 
 

@@ -88,7 +88,7 @@ def find_bindings(replacements: Mapping[int, Any], skip: Iterable[str]) -> list[
         return [(names[index], attr) for index, attr in found]
     pairs = []  # without the engine (install() does not run then)
     wanted = replacements.keys()
-    for module_name, namespace in zip(names, namespaces):
+    for module_name, namespace in zip(names, namespaces, strict=True):
         if wanted.isdisjoint(map(id, namespace.values())):
             continue
         for attr, value in list(namespace.items()):

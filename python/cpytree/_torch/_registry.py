@@ -56,13 +56,26 @@ class _Entry(NamedTuple):
     to_dumpable_context: Any
     from_dumpable_context: Any
 
-    if not TYPE_CHECKING:
-
-        def __new__(_cls, flatten_fn, unflatten_fn, flatten_with_keys_fn, serialized_type_name,
-                    to_dumpable_context, from_dumpable_context):  # fmt: skip
-            return tuple.__new__(_cls, (flatten_fn, unflatten_fn, flatten_with_keys_fn,
-                                        serialized_type_name, to_dumpable_context,
-                                        from_dumpable_context))  # fmt: skip
+    def _new(
+        _cls: Any,
+        flatten_fn: Any,
+        unflatten_fn: Any,
+        flatten_with_keys_fn: Any,
+        serialized_type_name: Any,
+        to_dumpable_context: Any,
+        from_dumpable_context: Any,
+    ) -> Any:
+        return tuple.__new__(
+            _cls,
+            (
+                flatten_fn,
+                unflatten_fn,
+                flatten_with_keys_fn,
+                serialized_type_name,
+                to_dumpable_context,
+                from_dumpable_context,
+            ),
+        )
 
 
 def _entry(

@@ -43,4 +43,5 @@ else:  # a module __getattr__ would make every name valid to mypy
             return getattr(_inventory, name)
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 __all__ = ["INVENTORY", "VERSIONS", "DynamoDrift", "DynamoHooks", "warn_failed"]
