@@ -177,6 +177,10 @@ PyMethodDef kModuleMethods[] = {
      "install(): torch's spec classes (all None to clear); see torch_interop.h."},
     {"_set_torch_pickling", CPYTREE_GUARDED(PySetTorchPickling), METH_O,
      "_set_torch_pickling(flag, /)\n--\n\nPickle specs in torch's form (install()) or cpytree's."},
+    {"_find_bound", CPYTREE_GUARDED(PyFindBound), METH_FASTCALL,
+     "_find_bound(namespaces, objects, /)\n--\n\n"
+     "[(i, key), ...] for the items of the dicts in `namespaces` whose value is one of\n"
+     "`objects` (by identity); install()'s scan of torch modules' import-time bindings."},
     {"_set_known_flattens", CPYTREE_GUARDED(PySetKnownFlattens), METH_FASTCALL,
      "_set_known_flattens(dict_like, list_like, /)\n--\n\n"
      "Flatten functions (tuples) known to return exactly what dict / list flatten returns;\n"

@@ -40,6 +40,11 @@ bool IsTorchSpec(PyObject* obj);
 PyObject* PySetTorchSpecClasses(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 // _set_torch_pickling(flag): pickle_as_torch (uninstall() turns it off).
 PyObject* PySetTorchPickling(PyObject*, PyObject* flag);
+// _find_bound(namespaces, objects): [(i, key), ...] for every item of the dict
+// namespaces[i] whose value *is* one of the tuple `objects` (identity: no
+// __eq__ or __hash__ of a value runs), in list then dict order. install()'s
+// scan of torch modules' import-time bindings (python/cpytree/_torch/_patch.py).
+PyObject* PyFindBound(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 
 }  // namespace cpytree
 

@@ -20,9 +20,14 @@ Example:
 import functools
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from ._registry import IsLeafFn, PyTree, TypeAny
+
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:  # compiles no code at import (see _namedtuple)
+    from ._namedtuple import NamedTuple
 
 
 def map_only(
@@ -64,6 +69,33 @@ class Derived(NamedTuple):
     treespec_tuple: Callable[..., Any]
     treespec_dict: Callable[..., Any]
     broadcast_to_and_flatten: Callable[..., list[Any] | None]
+
+    def _new(
+        _cls: Any,
+        tree_all: Any,
+        tree_any: Any,
+        tree_all_only: Any,
+        tree_any_only: Any,
+        tree_map_only: Any,
+        tree_map_only_: Any,
+        treespec_tuple: Any,
+        treespec_dict: Any,
+        broadcast_to_and_flatten: Any,
+    ) -> Any:
+        return tuple.__new__(
+            _cls,
+            (
+                tree_all,
+                tree_any,
+                tree_all_only,
+                tree_any_only,
+                tree_map_only,
+                tree_map_only_,
+                treespec_tuple,
+                treespec_dict,
+                broadcast_to_and_flatten,
+            ),
+        )
 
 
 def bind(

@@ -24,10 +24,14 @@ import threading
 import types
 import warnings
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:  # cpytree._keys loads on first use (see _nodes)
+    from typing import NamedTuple
+
     from ._keys import KeyEntry
+else:  # compiles no code at import (see _namedtuple)
+    from ._namedtuple import NamedTuple
 
 T = TypeVar("T")
 
@@ -64,6 +68,11 @@ class NodeDef(NamedTuple):
     unflatten_fn: UnflattenFn
     flatten_with_keys_fn: FlattenWithKeysFn | None
 
+    def _new(
+        _cls: Any, type: Any, flatten_fn: Any, unflatten_fn: Any, flatten_with_keys_fn: Any
+    ) -> Any:
+        return tuple.__new__(_cls, (type, flatten_fn, unflatten_fn, flatten_with_keys_fn))
+
 
 class _SerializeNodeDef(NamedTuple):
     """How a node type's spec is written to and read from JSON."""
@@ -72,6 +81,17 @@ class _SerializeNodeDef(NamedTuple):
     serialized_type_name: str
     to_dumpable_context: ToDumpableContextFn | None
     from_dumpable_context: FromDumpableContextFn | None
+
+    def _new(
+        _cls: Any,
+        typ: Any,
+        serialized_type_name: Any,
+        to_dumpable_context: Any,
+        from_dumpable_context: Any,
+    ) -> Any:
+        return tuple.__new__(
+            _cls, (typ, serialized_type_name, to_dumpable_context, from_dumpable_context)
+        )
 
 
 # Shared mutable state. Every write to the four tables below, and every call
@@ -98,6 +118,17 @@ PUBLIC_NAMES: tuple[str, ...] = (
     "tree_map_only_", "tree_map_with_path", "tree_structure", "tree_unflatten",
     "treespec_dumps", "treespec_loads", "treespec_pprint",
 )  # fmt: skip
+
+# The TreeSpec classes treespec_dumps and treespec_pprint accept
+# (`_serialization._check_spec`). Appended to only (a list append is atomic).
+SPEC_TYPES: list[type] = []
+
+
+def register_spec_type(cls: type) -> None:
+    """Let `treespec_dumps` and `treespec_pprint` accept instances of `cls`."""
+    if cls not in SPEC_TYPES:
+        SPEC_TYPES.append(cls)
+
 
 # Called as hook(cls, node_def) after each change of SUPPORTED_NODES[cls];
 # node_def is None when cls was deregistered. Appended to by cpytree/__init__.
@@ -154,6 +185,36 @@ def _store_node(
                 CONSTANT_NODES.add(cls)
         finally:
             _notify_hooks(cls, node_def)
+
+
+def _store_copies(rows: list[tuple[type[Any], Any, Any, Any, str | None, Any, Any, bool]]) -> None:
+    """`_store_node(*row[:7], constant=row[7], warn_overwrite=False)` for each row, in order.
+
+    For copying a whole registry at once (`_torch._follow`, ~100 types when
+    `import cpytree` finds torch loaded): the same tables and hook calls,
+    without a call of `_store_node` per type. A row whose dumpable-context
+    pair is invalid goes through `_store_node` (which raises).
+    """
+    nodes, serialized, by_name, constants = (
+        SUPPORTED_NODES, SUPPORTED_SERIALIZED_TYPES, SERIALIZED_TYPE_TO_PYTHON_TYPE, CONSTANT_NODES
+    )  # fmt: skip
+    hooks = _REGISTRATION_HOOKS
+    with _NODE_REGISTRY_LOCK:
+        for cls, flatten_fn, unflatten_fn, with_keys_fn, name, to_dc, from_dc, constant in rows:
+            if (to_dc is None) is not (from_dc is None):
+                _store_node(cls, flatten_fn, unflatten_fn, with_keys_fn, name, to_dc, from_dc,
+                            constant=constant, warn_overwrite=False)  # fmt: skip
+                continue
+            node_def = NodeDef(cls, flatten_fn, unflatten_fn, with_keys_fn)
+            nodes[cls] = node_def
+            if name is None:
+                name = NO_SERIALIZED_TYPE_NAME_FOUND
+            serialized[cls] = _SerializeNodeDef(cls, name, to_dc, from_dc)
+            by_name[name] = cls
+            if constant:
+                constants.add(cls)
+            for hook in hooks.copy():  # as _notify_hooks
+                hook(cls, node_def)
 
 
 def register_pytree_node(
@@ -327,11 +388,67 @@ def register_dataclass(
     _store_node(cls, flatten, unflatten, flatten_with_keys, serialized_type_name)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+_REPR_RUNNING: set[tuple[int, int]] = set()  # (id, thread) of ConstantNode reprs under way
+
+
 class ConstantNode(Generic[T]):
     """The context of a constant node: the constant itself."""
 
+    # torch's ConstantNode is `@dataclass(frozen=True, slots=True)`, whose six
+    # generated methods were compiled at every `import cpytree` (a quarter of
+    # its cost). These are what that decorator generates, written out; the
+    # decorator below adds the dataclass fields (it generates no code with
+    # init, repr and eq off), and tests/python/test_import_cost.py compares
+    # the class with the decorator's own.
+    __slots__ = ("value",)
     value: T
+
+    def __init__(self, value: T) -> None:
+        object.__setattr__(self, "value", value)
+
+    def __repr__(self) -> str:
+        key = id(self), threading.get_ident()
+        if key in _REPR_RUNNING:
+            return "..."
+        _REPR_RUNNING.add(key)
+        try:
+            return f"{self.__class__.__qualname__}(value={self.value!r})"
+        finally:
+            _REPR_RUNNING.discard(key)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return (self.value,) == (other.value,)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.value,))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if type(self) is ConstantNode or name == "value":
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if type(self) is ConstantNode or name == "value":
+            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        super().__delattr__(name)
+
+    def __getstate__(self) -> list[Any]:
+        return [getattr(self, f.name) for f in dataclasses.fields(cast(Any, self))]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        for field, value in zip(dataclasses.fields(cast(Any, self)), state, strict=False):
+            object.__setattr__(self, field.name, value)
+
+
+dataclasses.dataclass(init=False, repr=False, eq=False)(ConstantNode)
+# What `__dataclass_params__` says of torch's (frozen=True, slots=True):
+# subclassing it as a dataclass checks `frozen`.
+for _param in ("init", "repr", "eq", "frozen", "slots"):
+    if hasattr(ConstantNode.__dataclass_params__, _param):  # type: ignore[attr-defined]
+        setattr(ConstantNode.__dataclass_params__, _param, True)  # type: ignore[attr-defined]
+del _param
 
 
 def register_constant(cls: type[Any]) -> None:

@@ -74,8 +74,10 @@ from ._nodes import (
 from ._registry import (
     NO_SERIALIZED_TYPE_NAME_FOUND,
     SERIALIZED_TYPE_TO_PYTHON_TYPE,
+    SPEC_TYPES as _SPEC_TYPES,
     SUPPORTED_SERIALIZED_TYPES,
     DumpableContext,
+    register_spec_type as _register_spec_type,
 )
 
 __all__ = [
@@ -128,15 +130,10 @@ def enum_object_hook(obj: dict[str, Any]) -> Enum | dict[str, Any]:
 # --------------------------------------------------------------------------
 
 # The TreeSpec classes whose instances treespec_dumps and treespec_pprint
-# accept (the reference's and the C++ engine's add themselves at import).
-# Appended to only at import time, under the import lock.
-_SPEC_TYPES: list[type] = []
-
-
-def _register_spec_type(cls: type) -> None:
-    """Let `treespec_dumps` and `treespec_pprint` accept instances of `cls`."""
-    if cls not in _SPEC_TYPES:
-        _SPEC_TYPES.append(cls)
+# accept: the reference's and the C++ engine's add themselves when they bind
+# loads, install() adds torch's: cpytree._registry holds the list (imported
+# above as _SPEC_TYPES, _register_spec_type), so install() need not load this
+# module. Appended to only.
 
 
 def _check_spec(treespec: Any) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -140,3 +141,207 @@ def test_lazy_names_are_listed_and_star_imported() -> None:
         "key": "SequenceKey(idx=3)",
         "loads": "cpytree",
     }
+
+
+# What `import cpytree` loads after `import torch`, exactly: a module added
+# here is a cost every user pays (benchmarks/import_time.py measures it).
+IMPORTED = [
+    "cpytree",
+    "cpytree._C",
+    "cpytree._derived",
+    "cpytree._namedtuple",
+    "cpytree._nodes",
+    "cpytree._registry",
+    "cpytree._torch",
+    "cpytree._torch._follow",
+    "cpytree._torch._import_watch",
+    "cpytree._torch._patch",
+    "cpytree._torch._registry",
+]
+
+
+@pytest.mark.skipif(cpytree.ENGINE != "cpp", reason="the C++ engine is not active")
+def test_import_and_install_compile_nothing_and_load_what_they_need() -> None:
+    # Python-level compiles (dataclass and namedtuple methods, ForwardRefs)
+    # raise the "compile" audit event with a "<string>" filename; importing
+    # a module from source has its path (and .pyc files need none).
+    pytest.importorskip("torch")
+    res = _child(
+        """
+        import json, sys
+        import torch
+        compiled = []
+        sys.addaudithook(lambda event, args: event == "compile"
+                         and not str(args[1]).endswith(".py") and compiled.append(str(args[1])))
+        before = set(sys.modules)
+        import cpytree
+        imported = sorted(m for m in set(sys.modules) - before if m.startswith("cpytree"))
+        at_import = list(compiled)
+        cpytree.install()
+        at_install = compiled[len(at_import):]
+        inventory = "cpytree._torch.dynamo._inventory" in sys.modules
+        import torch._dynamo
+        from cpytree._torch import status
+        print(json.dumps({"imported": imported, "at_import": at_import, "at_install": at_install,
+                          "inventory": [inventory, "cpytree._torch.dynamo._inventory" in sys.modules],
+                          "dynamo": status()["dynamo"]}))
+        """
+    )
+    assert res["imported"] == IMPORTED
+    assert res["at_import"] == [] and res["at_install"] == []
+    # the Dynamo inventory loads with Dynamo, not at install()
+    assert res["inventory"] == [False, True]
+    assert res["dynamo"] == {"trackers": "on", "substitute": "on", "spec": "on"}
+
+
+def _behaviour(cls: type, value: object) -> dict:
+    import copy
+    import dataclasses
+    import pickle
+
+    def outcome(fn):  # type: ignore[no-untyped-def]
+        try:
+            return ("ok", fn())
+        except Exception as error:  # noqa: BLE001 - compared, not handled
+            return (type(error).__name__, str(error))
+
+    x = cls(value)
+    return {
+        "repr": repr(x),
+        "eq": [x == cls(value), x == cls(3), x == value, x != cls(value)],
+        "hash": outcome(lambda: hash(x)),
+        "fields": [
+            (f.name, repr(f.type), f.init, f.repr, f.compare) for f in dataclasses.fields(cls)
+        ],
+        "params": repr(cls.__dataclass_params__),
+        "asdict": outcome(lambda: dataclasses.asdict(x)),
+        "replace": repr(dataclasses.replace(x, value=5)),
+        "pickle": repr(pickle.loads(pickle.dumps(x))),
+        "state": x.__getstate__(),
+        "copy": [repr(copy.copy(x)), repr(copy.deepcopy(x))],
+        "set": outcome(lambda: setattr(x, "value", 1)),
+        "del": outcome(lambda: delattr(x, "value")),
+        "dict": hasattr(x, "__dict__") or hasattr(x, "__weakref__"),
+        "slots": cls.__slots__,
+        "match_args": cls.__match_args__,
+        "names": sorted(vars(cls)),
+        "generic": [cls.__parameters__ == (cls.__parameters__[0],), cls[int].__origin__ is cls],
+        "signature": str(__import__("inspect").signature(cls)),
+        "is_dataclass": dataclasses.is_dataclass(x),
+    }
+
+
+@pytest.mark.parametrize("value", [1, "a", (1, [2]), None])
+def test_constant_node_behaves_as_the_frozen_slots_dataclass(value: object) -> None:
+    # cpytree's ConstantNode is written out instead of generated (nothing to
+    # compile at import); it must behave as torch's @dataclass(frozen=True,
+    # slots=True) does, class name aside.
+    ours = _behaviour(cpytree._registry.ConstantNode, value)
+    torch_pytree = pytest.importorskip("torch.utils._pytree")
+    genuine = _behaviour(torch_pytree.ConstantNode, value)
+    assert ours == genuine
+    node = cpytree._registry.ConstantNode([1])
+    node_list = [node]
+    object.__setattr__(node, "value", node_list)  # a cycle: repr stops at it
+    assert repr(node) == "ConstantNode(value=[...])"
+
+
+def _namedtuple_behaviour(cls: type) -> dict:
+    import copy
+    import inspect
+
+    n = len(cls._fields)
+    x = cls(*range(n))
+    return {
+        "fields": cls._fields,
+        "defaults": cls._field_defaults,
+        "annotations": cls.__annotations__,
+        "new_annotations": cls.__new__.__annotations__,
+        "repr": repr(x),
+        "make": repr(cls._make(range(n))),
+        "replace": repr(x._replace(**{cls._fields[0]: "r"})),
+        "asdict": x._asdict(),
+        "getnewargs": x.__getnewargs__(),
+        "copy": repr(copy.deepcopy(x)),  # the reduce pickle uses (the twin has no importable name)
+        "reduce": x.__reduce_ex__(2)[1][1:],
+        "match_args": cls.__match_args__,
+        "slots": cls.__slots__,
+        "mro": [c.__name__ for c in cls.__mro__],
+        "doc": cls.__doc__,
+        "qualname": cls.__qualname__,
+        "module": cls.__module__,
+        "signature": str(inspect.signature(cls)),
+        "new_doc": cls.__new__.__doc__,
+        "methods": {
+            m: (getattr(cls, m).__qualname__, getattr(cls, m).__doc__)
+            for m in ("_make", "_replace", "__repr__", "_asdict", "__getnewargs__", "__new__")
+        },
+        "getters": [(getattr(cls, f).__doc__, type(getattr(cls, f)).__name__) for f in cls._fields],
+        "names": sorted(vars(cls)),
+        "errors": [
+            repr(_raises(lambda: cls._make(range(n + 1)))),
+            repr(_raises(lambda: x._replace(bogus=1))),
+            repr(_raises(lambda: cls(*range(n - 1)))).replace(cls.__qualname__, "X"),
+        ],
+    }
+
+
+def _raises(fn):  # type: ignore[no-untyped-def]
+    try:
+        fn()
+    except Exception as error:  # noqa: BLE001 - compared, not handled
+        return type(error).__name__, str(error)
+    return None
+
+
+def _typing_twin(cls: type) -> type:
+    import typing
+
+    twin = typing.NamedTuple(cls.__name__, list(cls.__annotations__.items()))
+    twin.__module__ = cls.__module__
+    twin.__qualname__ = cls.__qualname__
+    twin.__doc__ = cls.__doc__
+    return twin
+
+
+def test_namedtuples_behave_as_typing_namedtuple() -> None:
+    # The registry's NamedTuples are built without compiling code; each must
+    # behave as the typing.NamedTuple of the same fields.
+    from cpytree._derived import Derived
+    from cpytree._registry import NodeDef, _SerializeNodeDef
+    from cpytree._torch._registry import _Entry
+
+    for cls in (NodeDef, _SerializeNodeDef, Derived, _Entry):
+        ours = _namedtuple_behaviour(cls)
+        twin = _namedtuple_behaviour(_typing_twin(cls))
+        # the class body's _new (its __new__) is the one difference
+        assert ours == twin, cls
+        value = cls(*range(len(cls._fields)))
+        assert pickle.loads(pickle.dumps(value)) == value
+        assert cpytree.is_namedtuple_class(cls)
+
+
+def test_fast_namedtuple_refuses_what_it_cannot_build() -> None:
+    from cpytree._namedtuple import NamedTuple
+
+    with pytest.raises(TypeError, match="must be defined"):
+
+        class NoNew(NamedTuple):
+            a: int
+
+    with pytest.raises(TypeError, match="must be defined"):
+
+        class WrongNew(NamedTuple):
+            a: int
+            b: int
+
+            def _new(_cls, b, a):  # type: ignore[no-untyped-def]
+                return tuple.__new__(_cls, (b, a))
+
+    with pytest.raises(TypeError, match="defaults"):
+
+        class Default(NamedTuple):
+            a: int = 1
+
+            def _new(_cls, a=1):  # type: ignore[no-untyped-def]
+                return tuple.__new__(_cls, (a,))

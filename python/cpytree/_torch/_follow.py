@@ -96,8 +96,7 @@ class TorchRegistryFollower:
                 original = getattr(tp, name)
                 self._originals[name] = original
                 setattr(tp, name, self._wrap(original))
-            for cls in list(tp.SUPPORTED_NODES):
-                self._sync(cls)
+            self._copy_all(list(tp.SUPPORTED_NODES))
             _registry._REGISTRATION_HOOKS.append(self._on_cpytree_change)
         cpytree = sys.modules["cpytree"]
         if cpytree._C is not None:  # hash a torch constant's spec by its value, as torch does
@@ -145,6 +144,37 @@ class TorchRegistryFollower:
                 self._mirrored[cls] = (source, constant)
             finally:
                 self._quiet.active = False
+
+    def _copy_all(self, classes: list[type]) -> None:
+        """`_sync` of each of `classes` (not yet followed), stored in one batch."""
+        tp = self._tp
+        assert tp is not None
+        nodes, serialized, no_name = (
+            tp.SUPPORTED_NODES, tp.SUPPORTED_SERIALIZED_TYPES, tp.NO_SERIALIZED_TYPE_NAME_FOUND
+        )  # fmt: skip
+        own, builtins, mirrored = _registry.SUPPORTED_NODES, self._builtins, self._mirrored
+        rows = []
+        copies = []
+        for cls in classes:
+            if cls in builtins or cls in mirrored:
+                continue
+            if cls in own:
+                continue  # cpytree's own registration wins
+            source = _entry(nodes, serialized, no_name, cls)
+            if source is None:
+                continue
+            constant = cls in tp.CONSTANT_NODES
+            rows.append((cls, *source, constant))
+            copies.append((cls, source, constant))
+        self._quiet.active = True
+        try:
+            _registry._store_copies(rows)
+            for cls, source, constant in copies:
+                if not constant:
+                    _registry.CONSTANT_NODES.discard(cls)
+                mirrored[cls] = (source, constant)
+        finally:
+            self._quiet.active = False
 
     def _on_cpytree_change(self, cls: type, node_def: Any) -> None:
         """cpytree registration hook: a change through cpytree's API makes `cls` its own."""

@@ -30,10 +30,15 @@ import threading
 import warnings
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from .. import _registry
 from ._patch import Patches
+
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:  # compiles no code at import (see cpytree._namedtuple)
+    from .._namedtuple import NamedTuple
 
 # Overwriting a registration warns in torch and in cpytree; a copy must not
 # warn a second time for the one overwrite the user made.
@@ -50,6 +55,27 @@ class _Entry(NamedTuple):
     serialized_type_name: str | None
     to_dumpable_context: Any
     from_dumpable_context: Any
+
+    def _new(
+        _cls: Any,
+        flatten_fn: Any,
+        unflatten_fn: Any,
+        flatten_with_keys_fn: Any,
+        serialized_type_name: Any,
+        to_dumpable_context: Any,
+        from_dumpable_context: Any,
+    ) -> Any:
+        return tuple.__new__(
+            _cls,
+            (
+                flatten_fn,
+                unflatten_fn,
+                flatten_with_keys_fn,
+                serialized_type_name,
+                to_dumpable_context,
+                from_dumpable_context,
+            ),
+        )
 
 
 def _entry(

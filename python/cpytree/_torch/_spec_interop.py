@@ -80,10 +80,9 @@ def enable(cpytree: ModuleType, tp: ModuleType, originals: dict[str, Any]) -> st
     # Every entry point taking an engine spec takes a torch spec too, so
     # cpytree.treespec_dumps does (written against the public spec API, it
     # reads torch specs as they are; torch's TreeSpec stays accepted after
-    # uninstall(), like the engine's posing as torch's).
-    from cpytree import _serialization
-
-    _serialization._register_spec_type(tp.TreeSpec)
+    # uninstall(), like the engine's posing as torch's). Through the registry
+    # module: loading cpytree._serialization here cost install() 7 compiles.
+    cpytree._registry.register_spec_type(tp.TreeSpec)
     return None
 
 

@@ -26,7 +26,22 @@ functions are C, which Dynamo can neither inline nor recognise.
   tree_all/tree_any part).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._hooks import DynamoDrift, DynamoHooks, warn_failed
-from ._inventory import INVENTORY, VERSIONS
+
+# The inventory loads on first use (DynamoHooks applies it once Dynamo is
+# imported): install() before Dynamo does not pay for building it.
+if TYPE_CHECKING:
+    from ._inventory import INVENTORY, VERSIONS
+else:  # a module __getattr__ would make every name valid to mypy
+
+    def __getattr__(name: str) -> Any:
+        if name in ("INVENTORY", "VERSIONS"):
+            from . import _inventory
+
+            return getattr(_inventory, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["INVENTORY", "VERSIONS", "DynamoDrift", "DynamoHooks", "warn_failed"]

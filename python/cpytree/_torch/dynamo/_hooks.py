@@ -25,10 +25,14 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._import_watch import ImportWatcher, is_loaded
-from . import _inventory
+
+# The inventory loads when the hooks are applied (Dynamo imported), not at
+# install(): building its table was a fifth of install()'s cost.
+if TYPE_CHECKING:
+    from . import _inventory
 
 __all__ = ["DynamoDrift", "DynamoHooks", "warn_failed"]
 
@@ -118,6 +122,8 @@ class DynamoHooks:
         self._applied = True
         required = ["substitute"] if self._functions else []
         required += ["spec"] if self._spec_type is not None else []
+        from . import _inventory
+
         moved = [name for layer in required for name in _inventory.missing(layer)]
         if moved:
             raise DynamoDrift(moved)
