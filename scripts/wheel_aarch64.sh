@@ -136,13 +136,75 @@ NO_SUBPROCESS=(
   tests/python/test_limits.py::test_freeing_a_long_chain_of_specs
   tests/python/test_limits.py::test_reentrant_traversals_share_the_c_stack
 )
+# Under qemu (QEMU_EXEC, below) the children run too, except these:
+NOT_UNDER_QEMU=(
+  # the child lowers RLIMIT_AS to get a MemoryError: qemu-user ignores a
+  # guest's setrlimit(RLIMIT_AS) (its own mappings live in that space)
+  tests/python/test_limits.py::test_out_of_memory_raises_memory_error
+)
 site=$root/site
 rm -rf "$site"
 "$tools/python" -m pip install -q --target "$site" --platform manylinux_2_28_aarch64 \
   --python-version "$PYV" --implementation cp --only-binary :all: --no-compile \
   "$whl" pytest hypothesis 2>&1 | { grep -v "is ignored: it is neither" || true; }
+# A folder ahead of the site folder: the per-file counts plugin and, unless
+# QEMU_EXEC=0, a sitecustomize that makes sys.executable the qemu wrapper (a
+# shell script the host kernel can exec), so the tests that run
+# `sys.executable` in a subprocess run their child under qemu too.
+extra=$(realpath -m "$root/pyextra")
+rm -rf "$extra" && mkdir -p "$extra"
+cp scripts/pytest_file_counts.py "$extra/"
+skip=("${NO_SUBPROCESS[@]}")
+if [ "${QEMU_EXEC:-1}" != 0 ]; then
+  printf 'import sys\nsys.executable = %s\n' "'$(realpath "$root/python")'" > "$extra/sitecustomize.py"
+  skip=("${NOT_UNDER_QEMU[@]}")
+fi
 deselect=()
-for t in "${NO_SUBPROCESS[@]}"; do deselect+=(--deselect "$t"); done
-echo "wheel_aarch64: tests/python under qemu-aarch64 ($CP; ${#NO_SUBPROCESS[@]} test functions that spawn a subprocess deselected)"
-PYTHONPATH=$(realpath "$site") CPYTREE_REQUIRE_ENGINE=1 PYTHONDONTWRITEBYTECODE=1 \
-  "$root/python" -m pytest -p no:cacheprovider -rfE "${deselect[@]}" ${PYTEST_ARGS:-tests/python}
+for t in "${skip[@]}"; do deselect+=(--deselect "$t"); done
+# Bytecode into a folder of its own (the stdlib's too: the arm64 folder's
+# packages were unpacked without their byte-compiling scripts): without it
+# every interpreter under qemu compiles what it imports again, 24 s for
+# `import cpytree`, nearly 2 min for pytest and hypothesis (5 s and 13 s once
+# compiled). Nothing is written into the checkout or the arm64 folder.
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPATH=$extra:$(realpath "$site") CPYTREE_REQUIRE_ENGINE=1 \
+  PYTHONPYCACHEPREFIX=$(realpath -m "$root/pycache")
+pytest=("$root/python" -m pytest -p no:cacheprovider -p pytest_file_counts -rfE "${deselect[@]}")
+echo "wheel_aarch64: tests/python under qemu-aarch64 ($CP; ${#skip[@]} test functions deselected)"
+SHARDS=${SHARDS:-1}
+if [ "$SHARDS" = 1 ]; then
+  exec "${pytest[@]}" ${PYTEST_ARGS:-tests/python}
+fi
+# SHARDS=N: the files split into N pytest processes run at once, the slowest
+# files first, each to the shard with the least time so far (minutes under
+# qemu on this machine, 2 shared cores; a file not listed counts 1).
+declare -A MINUTES=(
+  [test_leaks.py]=55 [test_core.py]=20 [test_errors.py]=15 [test_differential.py]=10
+)
+files=() opts=()
+for a in ${PYTEST_ARGS:-tests/python}; do  # options go to every shard
+  case $a in -*) opts+=("$a") ;; *) if [ -d "$a" ]; then files+=("$a"/test_*.py); else files+=("$a"); fi ;; esac
+done
+mapfile -t files < <(for f in "${files[@]}"; do echo "${MINUTES[$(basename "$f")]:-1} $f"; done | sort -k1,1nr -k2 | cut -d' ' -f2)
+declare -a load shard
+for ((i = 0; i < SHARDS; i++)); do load[i]=0; shard[i]=""; done
+for f in "${files[@]}"; do
+  best=0
+  for ((i = 1; i < SHARDS; i++)); do [ "${load[i]}" -lt "${load[best]}" ] && best=$i; done
+  load[best]=$((load[best] + ${MINUTES[$(basename "$f")]:-1}))
+  shard[best]+=" $f"
+done
+logs=${SHARD_LOGS:-/tmp/cpytree-aarch64}
+mkdir -p "$logs" && rm -f "$logs"/shard*.log "$logs"/shard*.json
+pids=()
+for ((i = 0; i < SHARDS; i++)); do
+  [ -n "${shard[i]}" ] || continue
+  echo "wheel_aarch64: shard $i (~${load[i]} min):${shard[i]} -> $logs/shard$i.log"
+  FILE_COUNTS_JSON=$logs/shard$i.json "${pytest[@]}" "${opts[@]}" ${shard[i]} > "$logs/shard$i.log" 2>&1 &
+  pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+for ((i = 0; i < SHARDS; i++)); do [ -z "${shard[i]}" ] || tail -1 "$logs/shard$i.log"; done
+"$tools/python" scripts/pytest_file_counts.py "$logs"/shard*.json
+exit $rc
