@@ -15,18 +15,23 @@
 #    (`wheel unpack` / `wheel pack` rewrite RECORD; `auditwheel repair` offers
 #    only the host's architecture in --plat), then `auditwheel show` and
 #    tests/packaging's checks of the wheel. auditwheel 6.8.2 finds it
-#    consistent with "manylinux_2_24_aarch64" (GLIBC_2.17/2.18 symbols;
-#    __cxa_thread_atexit_impl keeps it from 2_17), as it finds the x86_64
+#    consistent with "manylinux_2_24_aarch64" (GLIBC_2.17/2.18 symbols,
+#    libgcc_s.so.1 at GCC_3.0; __cxa_thread_atexit_impl keeps it from 2_17), as it finds the x86_64
 #    wheels manylinux_2_24_x86_64: both are tagged manylinux_2_24 and 2_28.
 # 4. test: pytest, hypothesis and the wheel installed (pip --target, for
 #    manylinux_2_28_aarch64 / CPython 3.14) into a folder the arm64 CPython
-#    imports from, then tests/python under qemu. Tests that start a
-#    subprocess of the interpreter cannot run (an arm64 binary cannot be
-#    exec'd without binfmt_misc): they are deselected, listed in
-#    NO_SUBPROCESS below. Under qemu on 2 shared cores the whole of
-#    tests/python takes more than an hour (test_leaks, test_differential and
-#    test_core the longest): PYTEST_ARGS="tests/python/test_a.py ..." runs a
-#    shard (README Status has the last run, file by file).
+#    imports from, then tests/python under qemu. The tests that start a
+#    subprocess of the interpreter run it under qemu too: a sitecustomize
+#    makes sys.executable the wrapper script below (QEMU_EXEC=0: they are
+#    deselected instead, NO_SUBPROCESS); NOT_UNDER_QEMU lists what still
+#    cannot run, with the reasons. Bytecode goes to a cache folder of its
+#    own (see PYTHONPYCACHEPREFIX below).
+#    SHARDS=2 runs the files in two pytest processes at once (logs and a
+#    per-file table: $SHARD_LOGS, default /tmp/cpytree-aarch64);
+#    PYTEST_ARGS="tests/python/test_a.py ... -x" picks files and options;
+#    CPYTREE_LEAK_ITERATIONS=N shortens test_leaks (tests/python/test_leaks.py).
+#    Under qemu on 2 shared cores test_leaks alone takes well over an hour at
+#    its own counts (README Status has the last run, file by file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYV=${ARM64_PYTHON:-3.14}
@@ -90,12 +95,13 @@ rm -rf "$one"
 echo "wheel_aarch64: $whl ($(du -k "$whl" | cut -f1) KB)" >&2
 [ "${1:-}" = test ] || { echo "$whl"; exit 0; }
 
-# Tests that run the interpreter (or another program) in a subprocess: the
-# child would be sys.executable, the arm64 python3.14 itself, which this
-# kernel cannot exec (no binfmt_misc: "Exec format error"). Deselected by
-# function (every parametrization); the reason for each is the child it runs.
-# Tests that also need torch or atheris (not installed for aarch64) are
-# skipped by their own marks and not listed.
+# Tests that run the interpreter in a subprocess: the child is
+# sys.executable, the arm64 python3.14 itself, which this kernel cannot exec
+# (no binfmt_misc: "Exec format error"). QEMU_EXEC (the default) makes
+# sys.executable the qemu wrapper, and they run; with QEMU_EXEC=0 these are
+# deselected, by function (every parametrization; the reason for each is the
+# child it runs). Tests that also need torch or atheris (not installed for
+# aarch64) are skipped by their own marks and not listed.
 NO_SUBPROCESS=(
   # the mutating callbacks run in a child so a crash fails one case
   tests/python/test_callback_safety.py::test_callback_mutation_is_safe
