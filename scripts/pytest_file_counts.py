@@ -17,6 +17,7 @@ from collections import defaultdict
 
 KINDS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "deselected")
 _counts: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(KINDS, 0))
+_seconds: dict[str, float] = defaultdict(float)  # setup + call + teardown, per file
 _start = time.time()
 
 
@@ -36,6 +37,7 @@ def pytest_collection_modifyitems(items) -> None:
 
 def pytest_runtest_logreport(report) -> None:
     row = _counts[_file(report.nodeid)]
+    _seconds[_file(report.nodeid)] += report.duration
     if hasattr(report, "wasxfail"):
         if report.when == "call" or report.skipped:
             row["xpassed" if report.passed else "xfailed"] += 1
@@ -47,16 +49,24 @@ def pytest_runtest_logreport(report) -> None:
         row["passed"] += 1
 
 
-def _table(counts: dict[str, dict[str, int]], seconds: float | None) -> str:
+def _table(counts: dict[str, dict[str, int]], seconds: float | None, per_file: dict) -> str:
     kinds = [k for k in KINDS if any(c[k] for c in counts.values())] or ["passed"]
     width = max([len(f) for f in counts] + [5])
-    lines = [f"{'file':<{width}}  " + "  ".join(f"{k:>10}" for k in kinds)]
+    lines = [f"{'file':<{width}}  " + "  ".join(f"{k:>10}" for k in kinds) + "   seconds"]
     total = dict.fromkeys(kinds, 0)
     for f in sorted(counts):
-        lines.append(f"{f:<{width}}  " + "  ".join(f"{counts[f][k]:>10}" for k in kinds))
+        lines.append(
+            f"{f:<{width}}  "
+            + "  ".join(f"{counts[f][k]:>10}" for k in kinds)
+            + f"  {per_file.get(f, 0):8.0f}"
+        )
         for k in kinds:
             total[k] += counts[f][k]
-    lines.append(f"{'total':<{width}}  " + "  ".join(f"{total[k]:>10}" for k in kinds))
+    lines.append(
+        f"{'total':<{width}}  "
+        + "  ".join(f"{total[k]:>10}" for k in kinds)
+        + f"  {sum(per_file.values()):8.0f}"
+    )
     if seconds is not None:
         lines.append(f"wall time {seconds:.0f} s")
     return "\n".join(lines)
@@ -65,15 +75,18 @@ def _table(counts: dict[str, dict[str, int]], seconds: float | None) -> str:
 def pytest_terminal_summary(terminalreporter) -> None:
     seconds = time.time() - _start
     terminalreporter.write_sep("=", "per file")
-    terminalreporter.write_line(_table(_counts, seconds))
+    terminalreporter.write_line(_table(_counts, seconds, _seconds))
     path = os.environ.get("FILE_COUNTS_JSON")
     if path:
         with open(path, "w") as out:
-            json.dump({"seconds": seconds, "files": _counts}, out, indent=1)
+            json.dump(
+                {"seconds": seconds, "files": _counts, "file_seconds": _seconds}, out, indent=1
+            )
 
 
 if __name__ == "__main__":  # the table of several sessions' JSON files
     merged: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(KINDS, 0))
+    merged_seconds: dict[str, float] = defaultdict(float)
     for name in sys.argv[1:]:
         with open(name) as f:
             data = json.load(f)
@@ -81,4 +94,6 @@ if __name__ == "__main__":  # the table of several sessions' JSON files
         for fname, row in data["files"].items():
             for k in KINDS:
                 merged[fname][k] += row.get(k, 0)
-    print(_table(merged, None))
+        for fname, sec in data.get("file_seconds", {}).items():
+            merged_seconds[fname] += sec
+    print(_table(merged, None, merged_seconds))
