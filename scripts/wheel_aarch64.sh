@@ -15,18 +15,23 @@
 #    (`wheel unpack` / `wheel pack` rewrite RECORD; `auditwheel repair` offers
 #    only the host's architecture in --plat), then `auditwheel show` and
 #    tests/packaging's checks of the wheel. auditwheel 6.8.2 finds it
-#    consistent with "manylinux_2_24_aarch64" (GLIBC_2.17/2.18 symbols;
-#    __cxa_thread_atexit_impl keeps it from 2_17), as it finds the x86_64
+#    consistent with "manylinux_2_24_aarch64" (GLIBC_2.17/2.18 symbols,
+#    libgcc_s.so.1 at GCC_3.0; __cxa_thread_atexit_impl keeps it from 2_17), as it finds the x86_64
 #    wheels manylinux_2_24_x86_64: both are tagged manylinux_2_24 and 2_28.
 # 4. test: pytest, hypothesis and the wheel installed (pip --target, for
 #    manylinux_2_28_aarch64 / CPython 3.14) into a folder the arm64 CPython
-#    imports from, then tests/python under qemu. Tests that start a
-#    subprocess of the interpreter cannot run (an arm64 binary cannot be
-#    exec'd without binfmt_misc): they are deselected, listed in
-#    NO_SUBPROCESS below. Under qemu on 2 shared cores the whole of
-#    tests/python takes more than an hour (test_leaks, test_differential and
-#    test_core the longest): PYTEST_ARGS="tests/python/test_a.py ..." runs a
-#    shard (README Status has the last run, file by file).
+#    imports from, then tests/python under qemu. The tests that start a
+#    subprocess of the interpreter run it under qemu too: a sitecustomize
+#    makes sys.executable the wrapper script below (QEMU_EXEC=0: they are
+#    deselected instead, NO_SUBPROCESS); NOT_UNDER_QEMU lists what still
+#    cannot run, with the reasons. Bytecode goes to a cache folder of its
+#    own (see PYTHONPYCACHEPREFIX below).
+#    SHARDS=2 runs the files in two pytest processes at once (logs and a
+#    per-file table: $SHARD_LOGS, default /tmp/cpytree-aarch64);
+#    PYTEST_ARGS="tests/python/test_a.py ... -x" picks files and options;
+#    CPYTREE_LEAK_ITERATIONS=N shortens test_leaks (tests/python/test_leaks.py).
+#    Under qemu on 2 shared cores test_leaks alone takes well over an hour at
+#    its own counts (README Status has the last run, file by file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYV=${ARM64_PYTHON:-3.14}
@@ -90,12 +95,13 @@ rm -rf "$one"
 echo "wheel_aarch64: $whl ($(du -k "$whl" | cut -f1) KB)" >&2
 [ "${1:-}" = test ] || { echo "$whl"; exit 0; }
 
-# Tests that run the interpreter (or another program) in a subprocess: the
-# child would be sys.executable, the arm64 python3.14 itself, which this
-# kernel cannot exec (no binfmt_misc: "Exec format error"). Deselected by
-# function (every parametrization); the reason for each is the child it runs.
-# Tests that also need torch or atheris (not installed for aarch64) are
-# skipped by their own marks and not listed.
+# Tests that run the interpreter in a subprocess: the child is
+# sys.executable, the arm64 python3.14 itself, which this kernel cannot exec
+# (no binfmt_misc: "Exec format error"). QEMU_EXEC (the default) makes
+# sys.executable the qemu wrapper, and they run; with QEMU_EXEC=0 these are
+# deselected, by function (every parametrization; the reason for each is the
+# child it runs). Tests that also need torch or atheris (not installed for
+# aarch64) are skipped by their own marks and not listed.
 NO_SUBPROCESS=(
   # the mutating callbacks run in a child so a crash fails one case
   tests/python/test_callback_safety.py::test_callback_mutation_is_safe
@@ -136,13 +142,80 @@ NO_SUBPROCESS=(
   tests/python/test_limits.py::test_freeing_a_long_chain_of_specs
   tests/python/test_limits.py::test_reentrant_traversals_share_the_c_stack
 )
+# Under qemu (QEMU_EXEC, below) the children run too, except these:
+NOT_UNDER_QEMU=(
+  # the child lowers RLIMIT_AS to get a MemoryError: qemu-user ignores a
+  # guest's setrlimit(RLIMIT_AS) (its own mappings live in that space)
+  tests/python/test_limits.py::test_out_of_memory_raises_memory_error
+)
 site=$root/site
 rm -rf "$site"
 "$tools/python" -m pip install -q --target "$site" --platform manylinux_2_28_aarch64 \
   --python-version "$PYV" --implementation cp --only-binary :all: --no-compile \
   "$whl" pytest hypothesis 2>&1 | { grep -v "is ignored: it is neither" || true; }
+# A folder ahead of the site folder: the per-file counts plugin and, unless
+# QEMU_EXEC=0, a sitecustomize that makes sys.executable the qemu wrapper (a
+# shell script the host kernel can exec), so the tests that run
+# `sys.executable` in a subprocess run their child under qemu too.
+extra=$(realpath -m "$root/pyextra")
+rm -rf "$extra" && mkdir -p "$extra"
+cp scripts/pytest_file_counts.py "$extra/"
+skip=("${NO_SUBPROCESS[@]}")
+if [ "${QEMU_EXEC:-1}" != 0 ]; then
+  printf 'import sys\nsys.executable = %s\n' "'$(realpath "$root/python")'" > "$extra/sitecustomize.py"
+  skip=("${NOT_UNDER_QEMU[@]}")
+fi
 deselect=()
-for t in "${NO_SUBPROCESS[@]}"; do deselect+=(--deselect "$t"); done
-echo "wheel_aarch64: tests/python under qemu-aarch64 ($CP; ${#NO_SUBPROCESS[@]} test functions that spawn a subprocess deselected)"
-PYTHONPATH=$(realpath "$site") CPYTREE_REQUIRE_ENGINE=1 PYTHONDONTWRITEBYTECODE=1 \
-  "$root/python" -m pytest -p no:cacheprovider -rfE "${deselect[@]}" ${PYTEST_ARGS:-tests/python}
+for t in "${skip[@]}"; do deselect+=(--deselect "$t"); done
+# Bytecode into a folder of its own (the stdlib's too: the arm64 folder's
+# packages were unpacked without their byte-compiling scripts): without it
+# every interpreter under qemu compiles what it imports again, 24 s for
+# `import cpytree`, nearly 2 min for pytest and hypothesis (5 s and 13 s once
+# compiled). Nothing is written into the checkout or the arm64 folder.
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPATH=$extra:$(realpath "$site") CPYTREE_REQUIRE_ENGINE=1 \
+  PYTHONPYCACHEPREFIX=$(realpath -m "$root/pycache")
+pytest=("$root/python" -m pytest -p no:cacheprovider -p pytest_file_counts -rfE "${deselect[@]}")
+echo "wheel_aarch64: tests/python under qemu-aarch64 ($CP; ${#skip[@]} test functions deselected)"
+SHARDS=${SHARDS:-1}
+if [ "$SHARDS" = 1 ]; then
+  exec "${pytest[@]}" ${PYTEST_ARGS:-tests/python}
+fi
+# SHARDS=N: the files split into N pytest processes run at once, the slowest
+# files first, each to the shard with the least time so far. Minutes under
+# qemu on this machine (2 cores shared, load 5-10; 2026-11-27); a file not
+# listed counts 1. test_leaks at its own counts: an estimate (the engine's
+# tests took 26 s each at CPYTREE_LEAK_ITERATIONS=10000, the reference's
+# 60-190 s at 5000); the test_errors, test_limits figures include their
+# children under qemu.
+declare -A MINUTES=(
+  [test_leaks.py]=240 [test_differential.py]=30 [test_errors.py]=21 [test_limits.py]=15
+  [test_core.py]=13 [test_map_only_iter.py]=5 [test_serialization_engine.py]=3 [test_callback_safety.py]=2
+)
+files=() opts=()
+for a in ${PYTEST_ARGS:-tests/python}; do  # options go to every shard
+  case $a in -*) opts+=("$a") ;; *) if [ -d "$a" ]; then files+=("$a"/test_*.py); else files+=("$a"); fi ;; esac
+done
+mapfile -t files < <(for f in "${files[@]}"; do echo "${MINUTES[$(basename "$f")]:-1} $f"; done | sort -k1,1nr -k2 | cut -d' ' -f2)
+declare -a load shard
+for ((i = 0; i < SHARDS; i++)); do load[i]=0; shard[i]=""; done
+for f in "${files[@]}"; do
+  best=0
+  for ((i = 1; i < SHARDS; i++)); do [ "${load[i]}" -lt "${load[best]}" ] && best=$i; done
+  load[best]=$((load[best] + ${MINUTES[$(basename "$f")]:-1}))
+  shard[best]+=" $f"
+done
+logs=${SHARD_LOGS:-/tmp/cpytree-aarch64}
+mkdir -p "$logs" && rm -f "$logs"/shard*.log "$logs"/shard*.json
+pids=()
+for ((i = 0; i < SHARDS; i++)); do
+  [ -n "${shard[i]}" ] || continue
+  echo "wheel_aarch64: shard $i (~${load[i]} min):${shard[i]} -> $logs/shard$i.log"
+  FILE_COUNTS_JSON=$logs/shard$i.json "${pytest[@]}" "${opts[@]}" ${shard[i]} > "$logs/shard$i.log" 2>&1 &
+  pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+for ((i = 0; i < SHARDS; i++)); do [ -z "${shard[i]}" ] || tail -1 "$logs/shard$i.log"; done
+"$tools/python" scripts/pytest_file_counts.py "$logs"/shard*.json
+exit $rc
