@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import sys
+import typing
 from typing import Any
 
 # What collections.namedtuple makes its field properties with (C, or its
@@ -42,6 +43,9 @@ __all__ = ["NamedTuple"]
 _PROHIBITED = frozenset({"__init__", "__slots__", "__getnewargs__", "_fields",
                          "_field_defaults", "_make", "_replace", "_asdict", "_source"})  # fmt: skip
 _SPECIAL = frozenset({"__module__", "__name__", "__annotations__", "_new"})
+# collections.namedtuple's _replace raises TypeError for an unknown field
+# since 3.13, ValueError before.
+_REPLACE_ERROR = TypeError if sys.version_info >= (3, 13) else ValueError
 
 
 def _build(typename: str, ns: dict[str, Any]) -> type:
@@ -74,7 +78,7 @@ def _build(typename: str, ns: dict[str, Any]) -> type:
     def _replace(self: Any, /, **kwds: Any) -> Any:
         result = self._make(map(kwds.pop, field_names, self))
         if kwds:
-            raise ValueError(f"Got unexpected field names: {list(kwds)!r}")
+            raise _REPLACE_ERROR(f"Got unexpected field names: {list(kwds)!r}")
         return result
 
     _replace.__doc__ = f"Return a new {typename} object replacing specified fields with new values"
@@ -107,11 +111,17 @@ def _build(typename: str, ns: dict[str, Any]) -> type:
         "__getnewargs__": __getnewargs__,
         "__match_args__": field_names,
     }
+    if sys.version_info >= (3, 13):
+        namespace["__replace__"] = _replace  # copy.replace(), as collections' own
     for index, name in enumerate(field_names):
         namespace[name] = _tuplegetter(index, sys.intern(f"Alias for field number {index}"))
     result = type(typename, (tuple,), namespace)
     result.__module__ = ns["__module__"]
     result.__annotations__ = types
+    if sys.version_info >= (3, 12):
+        # typing's class statement keeps the base it was given (PEP 560's
+        # __orig_bases__), which 3.12+ copy onto the class.
+        result.__orig_bases__ = (typing.NamedTuple,)  # type: ignore[attr-defined]
     for key, value in ns.items():  # the docstring, __qualname__, methods
         if key in _PROHIBITED:
             raise AttributeError("Cannot overwrite NamedTuple attribute " + key)
