@@ -134,10 +134,17 @@ class _NamedTupleMeta(type):
     def __new__(mcls, typename: str, bases: tuple[type, ...], ns: dict[str, Any]) -> Any:
         if not bases:  # NamedTuple itself
             return super().__new__(mcls, typename, bases, ns)
-        if bases != (NamedTuple,):
+        if bases != (FastNamedTuple,):
             raise TypeError("can only inherit from a NamedTuple type alone")
         return _build(typename, ns)
 
 
-class NamedTuple(metaclass=_NamedTupleMeta):
+class FastNamedTuple(metaclass=_NamedTupleMeta):
     """Base of a class statement: `class Point(NamedTuple)` makes a tuple subclass."""
+
+
+# CPython 3.14 evaluates class annotations lazily (`__annotate__`, PEP 649):
+# the class body gives no `__annotations__` to read the fields from, and
+# typing's 3.14 classes carry the annotate functions. Not mirrored yet: there
+# the registry's NamedTuples are typing's own (and compile their __new__).
+NamedTuple: Any = typing.NamedTuple if sys.version_info >= (3, 14) else FastNamedTuple
