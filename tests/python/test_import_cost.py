@@ -24,6 +24,7 @@ LAZY = [
     "cpytree._torch.dynamo",
     "cpytree._torch._spec_interop",
     "cpytree._torch._versions",
+    "cpytree._torch._patch",
 ]
 
 
@@ -154,8 +155,6 @@ IMPORTED = [
     "cpytree._registry",
     "cpytree._torch",
     "cpytree._torch._follow",
-    "cpytree._torch._import_watch",
-    "cpytree._torch._patch",
     "cpytree._torch._registry",
 ]
 

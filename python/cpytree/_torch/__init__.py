@@ -42,13 +42,14 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ._follow import TorchRegistryFollower
-from ._patch import Patches, find_bindings, rebind_imports as _rebind_imports
 from ._registry import RegistryMirror
 
 # What only install() and uninstall() use is imported there, on first use, so
-# `import cpytree` does not load it (Dynamo hooks, spec interop, version table).
+# `import cpytree` does not load it (Dynamo hooks, spec interop, version
+# table, attribute patches).
 if TYPE_CHECKING:
     from . import dynamo as _dynamo
+    from ._patch import Patches
 
 __all__ = ["install", "is_installed", "status", "uninstall"]
 
@@ -225,6 +226,7 @@ def install(*, rebind_imports: bool = True) -> None:
         import torch.utils._pytree as tp
 
         from . import _spec_interop, _versions, dynamo as _dynamo
+        from ._patch import Patches
 
         _versions.check_torch_version(torch.__version__)
         patches, hooks = Patches(), _dynamo.DynamoHooks()
@@ -297,6 +299,15 @@ def install(*, rebind_imports: bool = True) -> None:
         )
 
 
+def _rebind_imports(
+    patches: Patches, originals_to_new: dict[int, tuple[Any, Any]], skip: tuple[str, ...]
+) -> int:
+    """`_patch.rebind_imports`, loaded on first use (a name tests can replace)."""
+    from ._patch import rebind_imports
+
+    return rebind_imports(patches, originals_to_new, skip)
+
+
 def _undo_after_dynamo_failure(error: BaseException) -> None:
     """Dynamo was imported after install() and refused its entries: put torch back."""
     from . import dynamo as _dynamo
@@ -320,6 +331,7 @@ def uninstall() -> None:
         if state is None:
             return
         from . import _spec_interop
+        from ._patch import find_bindings
 
         state.dynamo.remove_all()
         skipped = state.patches.undo()

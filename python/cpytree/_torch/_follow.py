@@ -44,15 +44,28 @@ import sys
 import threading
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _registry
-from ._import_watch import ImportWatcher, is_loaded
 from ._registry import _Entry, _entry
+
+if TYPE_CHECKING:
+    from ._import_watch import ImportWatcher
 
 _PYTREE = "torch.utils._pytree"
 # The torch functions wrapped, and whether each one's first argument is the type.
 _WRAPPED = ("_private_register_pytree_node", "_deregister_pytree_node", "register_constant")
+
+
+def is_loaded(name: str) -> bool:
+    """Whether module `name` has finished importing (not merely started).
+
+    Here, not in `_import_watch`, which `import cpytree` then loads only
+    when it must wait for torch.
+    """
+    module = sys.modules.get(name)
+    spec = getattr(module, "__spec__", None)
+    return module is not None and not getattr(spec, "_initializing", False)
 
 
 class TorchRegistryFollower:
@@ -71,6 +84,8 @@ class TorchRegistryFollower:
         if is_loaded(_PYTREE):
             self._attach()
         else:
+            from ._import_watch import ImportWatcher
+
             self._watcher = ImportWatcher(_PYTREE, self._attach)
             self._watcher.start()
 

@@ -21,13 +21,6 @@ from types import ModuleType
 from typing import Any
 
 
-def is_loaded(name: str) -> bool:
-    """Whether module `name` has finished importing (not merely started)."""
-    module = sys.modules.get(name)
-    spec = getattr(module, "__spec__", None)
-    return module is not None and not getattr(spec, "_initializing", False)
-
-
 class ImportWatcher(importlib.abc.MetaPathFinder):
     """Runs `callback` once, right after module `name` has been executed."""
 

@@ -33,10 +33,11 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .. import _registry
-from ._patch import Patches
 
 if TYPE_CHECKING:
     from typing import NamedTuple
+
+    from ._patch import Patches
 else:  # compiles no code at import (see cpytree._namedtuple)
     from .._namedtuple import NamedTuple
 
@@ -240,7 +241,7 @@ class RegistryMirror:
 
     # ------------------------------------------------------------ lifecycle
 
-    def start(self, patches: Patches) -> None:
+    def start(self, patches: "Patches") -> None:
         """Copy both ways, then keep copying until stop()."""
         tp, ref = self._tp, self._ref
         # The registration functions live in cpytree._registry and read the

@@ -27,7 +27,8 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._import_watch import ImportWatcher, is_loaded
+from .._follow import is_loaded
+from .._import_watch import ImportWatcher
 
 # The inventory loads when the hooks are applied (Dynamo imported), not at
 # install(): building its table was a fifth of install()'s cost.
