@@ -173,7 +173,9 @@ for t in "${skip[@]}"; do deselect+=(--deselect "$t"); done
 # `import cpytree`, nearly 2 min for pytest and hypothesis (5 s and 13 s once
 # compiled). Nothing is written into the checkout or the arm64 folder.
 unset PYTHONDONTWRITEBYTECODE
-export PYTHONPATH=$extra:$(realpath "$site") CPYTREE_REQUIRE_ENGINE=1 \
+# CPYTREE_EMULATED: tests that read the process's memory from /proc measure
+# the guest's allocations instead (qemu's own caches are in that process).
+export PYTHONPATH=$extra:$(realpath "$site") CPYTREE_REQUIRE_ENGINE=1 CPYTREE_EMULATED=qemu \
   PYTHONPYCACHEPREFIX=$(realpath -m "$root/pycache")
 pytest=("$root/python" -m pytest -p no:cacheprovider -p pytest_file_counts -rfE "${deselect[@]}")
 echo "wheel_aarch64: tests/python under qemu-aarch64 ($CP; ${#skip[@]} test functions deselected)"
