@@ -37,11 +37,14 @@
 
 extern "C" {
 
+// The names are the linker's: --wrap=SYM binds __real_SYM and __wrap_SYM.
+// NOLINTNEXTLINE(bugprone-reserved-identifier)
 _Unwind_Reason_Code __real___gxx_personality_v0(int version, _Unwind_Action actions,
                                                 _Unwind_Exception_Class exception_class,
                                                 _Unwind_Exception* exception,
                                                 _Unwind_Context* context);
 
+// NOLINTNEXTLINE(bugprone-reserved-identifier)
 __attribute__((visibility("hidden"))) _Unwind_Reason_Code __wrap___gxx_personality_v0(
     int version, _Unwind_Action actions, _Unwind_Exception_Class exception_class,
     _Unwind_Exception* exception, _Unwind_Context* context) {
