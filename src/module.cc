@@ -49,9 +49,9 @@ struct ExitDrainObject {
 void ExitDrainDealloc(PyObject* self) {
   if (_Py_IsFinalizing()) {
     auto wait = std::chrono::microseconds(2 * _PyEval_GetSwitchInterval());
-    Py_BEGIN_ALLOW_THREADS
+    PyThreadState* state = PyEval_SaveThread();
     std::this_thread::sleep_for(wait);
-    Py_END_ALLOW_THREADS
+    PyEval_RestoreThread(state);
   }
   Py_TYPE(self)->tp_free(self);
 }
