@@ -327,8 +327,9 @@ test-pythons: setup-system
 # Not in .ci/run (too long there; README "Building wheels" gives the numbers):
 # test-aarch64: the cp314 aarch64 wheel (cross-built with zig) and
 #   tests/python under qemu-aarch64-static with Debian sid's arm64 CPython
-#   (scripts/wheel_aarch64.sh; the tests that spawn a subprocess are
-#   deselected, listed there with the reason; PYTEST_ARGS="<files>" runs a shard).
+#   (scripts/wheel_aarch64.sh: child interpreters run under qemu too; the
+#   one test deselected is listed there with the reason; two pytest
+#   processes; test_leaks at 10,000 iterations; PYTEST_ARGS="<files>").
 # test-torch-sid: torch 2.14.1 (PyPI's CUDA build, 5.4 GB installed, run on the
 #   CPU) on CPython 3.14 in the sid folder, the torch-facing suites of
 #   scripts/test_torch_versions.sh. The wheels are kept in
