@@ -193,7 +193,7 @@ fi
 # table), rounded up; a file not listed counts 1. test_errors and
 # test_limits include their children under qemu; test_leaks is at 10,000.
 declare -A MINUTES=(
-  [test_leaks.py]=29 [test_differential.py]=11 [test_errors.py]=8 [test_limits.py]=7
+  [test_leaks.py]=23 [test_differential.py]=11 [test_errors.py]=8 [test_limits.py]=7
   [test_core.py]=2 [test_serialization_engine.py]=3 [test_registry_churn.py]=3
 )
 files=() opts=()
