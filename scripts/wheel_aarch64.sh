@@ -189,11 +189,11 @@ if [ "$SHARDS" = 1 ]; then
 fi
 # SHARDS=N: the files split into N pytest processes run at once, the slowest
 # files first, each to the shard with the least time so far. Minutes under
-# qemu on this machine (2 cores, load ~3.5; 2026-11-27, pytest_file_counts'
+# qemu on this machine (2 cores, load 2-3.5; 2026-11-27, pytest_file_counts'
 # table), rounded up; a file not listed counts 1. test_errors and
 # test_limits include their children under qemu; test_leaks is at 10,000.
 declare -A MINUTES=(
-  [test_leaks.py]=23 [test_differential.py]=11 [test_errors.py]=8 [test_limits.py]=7
+  [test_leaks.py]=19 [test_differential.py]=9 [test_errors.py]=7 [test_limits.py]=6
   [test_core.py]=2 [test_serialization_engine.py]=3 [test_registry_churn.py]=3
 )
 files=() opts=()
