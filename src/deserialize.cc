@@ -29,7 +29,7 @@
 #include "registry.h"
 #include "serialize.h"
 #include "spec_model.h"
-#include "treespec.h"
+#include "spec_builder.h"
 
 namespace cpytree {
 namespace {

@@ -8,7 +8,7 @@
 #ifndef CPYTREE_SRC_FLATTEN_H_
 #define CPYTREE_SRC_FLATTEN_H_
 
-#include "treespec.h"
+#include "spec_builder.h"
 
 namespace cpytree {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common.h"
-#include "treespec.h"
+#include "spec_builder.h"
 
 namespace cpytree {
 

@@ -252,6 +252,18 @@ PyObject* InternBuilder(SpecBuilder* b) {
   return reinterpret_cast<PyObject*>(s);
 }
 
+namespace {
+PyObject* g_leaf_spec = nullptr;  // kept alive forever
+}  // namespace
+
+bool InternLeafSpec() {
+  Node leaf = internal::MakeNode(NodeKind::kLeaf, 0, 0, 1, 1);
+  g_leaf_spec = InternView(SpecView{&leaf, 1, nullptr});
+  return g_leaf_spec != nullptr;
+}
+
+PyObject* LeafSpec() { return g_leaf_spec; }
+
 void ForgetSpec(TreeSpecObject* spec) {
   if (!spec->interned) return;
   spec->interned = false;

@@ -31,7 +31,7 @@
 #ifndef CPYTREE_SRC_INTERN_H_
 #define CPYTREE_SRC_INTERN_H_
 
-#include "treespec.h"
+#include "spec_builder.h"
 
 namespace cpytree {
 
@@ -41,6 +41,12 @@ PyObject* InternView(SpecView v);
 // Like InternView for a builder holding one whole tree: a new spec takes the
 // builder's nodes and items (the builder is left empty). New reference.
 PyObject* InternBuilder(SpecBuilder* b);
+
+// Interns the leaf spec once, at module init (after the TreeSpec type is
+// ready). False with an exception set.
+bool InternLeafSpec();
+// The interned leaf spec (borrowed; alive as long as the module).
+PyObject* LeafSpec();
 
 // Removes a dying spec from the table.
 void ForgetSpec(TreeSpecObject* spec);

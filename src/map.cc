@@ -15,7 +15,7 @@
 #include "flatten_spec.h"
 #include "paths.h"
 #include "registry.h"
-#include "treespec.h"
+#include "spec_builder.h"
 #include "unflatten.h"
 
 namespace cpytree {

@@ -5,7 +5,7 @@
 #include "args.h"
 #include "children.h"
 #include "flatten.h"
-#include "treespec.h"
+#include "spec_builder.h"
 
 namespace cpytree {
 namespace {

@@ -22,7 +22,7 @@
 #include "cpytree/internal/py_format.h"
 #include "registry.h"
 #include "spec_model.h"
-#include "treespec.h"
+#include "spec_builder.h"
 
 namespace cpytree {
 

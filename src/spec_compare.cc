@@ -10,7 +10,7 @@
 #include "registry.h"
 #include "spec_model.h"
 #include "torch_interop.h"
-#include "treespec.h"
+#include "spec_builder.h"
 
 namespace cpytree {
 namespace {

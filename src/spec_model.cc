@@ -9,7 +9,7 @@
 #include "intern.h"
 #include "registry.h"
 #include "torch_interop.h"
-#include "treespec.h"
+#include "spec_builder.h"
 
 namespace cpytree {
 namespace {

@@ -8,7 +8,7 @@
 #define CPYTREE_SRC_SPEC_MODEL_H_
 
 #include "common.h"
-#include "treespec.h"
+#include "spec_builder.h"
 
 namespace cpytree {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "spec_model.h"
-#include "treespec.h"
+#include "spec_builder.h"
 
 namespace cpytree {
 

@@ -18,8 +18,6 @@
 namespace cpytree {
 namespace {
 
-PyObject* g_leaf_spec = nullptr;  // the interned leaf spec, kept alive forever
-
 TreeSpecObject* AsSpec(PyObject* o) { return reinterpret_cast<TreeSpecObject*>(o); }
 
 // ---------------------------------------------------------------- lifetime
@@ -357,8 +355,6 @@ PyMethodDef kMethods[] = {
 
 }  // namespace
 
-PyTypeObject TreeSpecType = {PyVarObject_HEAD_INIT(nullptr, 0)};
-
 bool InitTreeSpecType() {
   TreeSpecType.tp_name = "cpytree.TreeSpec";
   TreeSpecType.tp_basicsize = sizeof(TreeSpecObject);
@@ -376,108 +372,7 @@ bool InitTreeSpecType() {
   TreeSpecType.tp_methods = kMethods;
   TreeSpecType.tp_new = CPYTREE_GUARDED(SpecNew);
   if (PyType_Ready(&TreeSpecType) < 0) return false;
-  Node leaf = internal::MakeNode(NodeKind::kLeaf, 0, 0, 1, 1);
-  g_leaf_spec = InternView(SpecView{&leaf, 1, nullptr});
-  return g_leaf_spec != nullptr;
-}
-
-PyObject* LeafSpec() { return g_leaf_spec; }
-
-namespace {
-
-TreeSpecObject* AllocSpec() {
-  TreeSpecObject* s = PyObject_GC_New(TreeSpecObject, &TreeSpecType);
-  if (s == nullptr) return nullptr;
-  s->weakrefs = nullptr;
-  s->intern_next = nullptr;
-  s->intern_hash = 0;
-  s->eq_hash = -1;
-  s->torch_hash = -1;
-  s->interned = false;
-  s->nodes = nullptr;
-  s->items = nullptr;
-  return s;
-}
-
-}  // namespace
-
-TreeSpecObject* NewSpecTakingBuilder(SpecBuilder* b) {
-  // Taking the arrays pays when they are about the tree's size; a builder
-  // grown by an earlier, larger tree would hand its slack to the spec.
-  auto tight = [](std::size_t size, std::size_t capacity) {
-    return capacity <= size + size / 2 + 16;
-  };
-  if (!tight(b->nodes.size(), b->nodes.capacity()) ||
-      !tight(b->items.size(), b->items.capacity())) {
-    return NewSpecFromRange(b->View(), 0, static_cast<std::int64_t>(b->nodes.size()) - 1);
-  }
-  TreeSpecObject* s = AllocSpec();
-  if (s == nullptr) return nullptr;
-  std::size_t node_capacity = b->nodes.capacity(), item_capacity = b->items.capacity();
-  s->nodes = new std::vector<Node>(std::move(b->nodes));
-  s->items = new std::vector<PyObject*>(std::move(b->items));  // the references move too
-  // Re-reserve what the builder had, up to a bound: one huge tree must not
-  // pin its size in the per-thread builder forever.
-  constexpr std::size_t kMaxKept = 1 << 16;
-  b->nodes = std::vector<Node>();
-  b->items = std::vector<PyObject*>();
-  b->nodes.reserve(std::min(node_capacity, kMaxKept));
-  b->items.reserve(std::min(item_capacity, kMaxKept));
-  PyObject_GC_Track(reinterpret_cast<PyObject*>(s));
-  return s;
-}
-
-TreeSpecObject* NewSpecFromRange(SpecView v, std::int64_t begin, std::int64_t end) {
-  TreeSpecObject* s = AllocSpec();
-  if (s == nullptr) return nullptr;
-  s->nodes = new std::vector<Node>(v.nodes + begin, v.nodes + end + 1);
-  s->items = new std::vector<PyObject*>();
-  // Items of the range are contiguous, starting at the root's ctx (pre-order).
-  std::uint32_t base = v.nodes[end].ctx;
-  std::size_t count = 0;
-  for (Node& n : *s->nodes) {
-    count += NumContextItems(n.kind, n.arity);
-    n.ctx -= base;
-  }
-  s->items->assign(v.items + base, v.items + base + count);
-  for (PyObject* o : *s->items) Py_INCREF(o);
-  PyObject_GC_Track(reinterpret_cast<PyObject*>(s));
-  return s;
-}
-
-// ScratchBuilder: one cached builder per thread, handed out when free.
-namespace {
-thread_local SpecBuilder* t_cached = nullptr;
-thread_local bool t_cached_in_use = false;
-}  // namespace
-
-ScratchBuilder::ScratchBuilder() {
-  if (!t_cached_in_use) {
-    if (t_cached == nullptr) t_cached = new SpecBuilder();
-    t_cached_in_use = true;
-    b_ = t_cached;
-    cached_ = true;
-  } else {
-    b_ = new SpecBuilder();
-    cached_ = false;
-  }
-}
-
-ScratchBuilder::~ScratchBuilder() {
-  if (!MayReleaseInDestructor()) return;  // a daemon thread torn down at exit (common.h)
-  if (b_->HoldsNothing()) {
-    b_->nodes.clear();
-    b_->indices.clear();
-  } else {
-    b_->Clear();
-  }
-  if (cached_) {
-    constexpr std::size_t kMaxKept = 1 << 20;
-    if (b_->Oversized(kMaxKept)) b_->Trim(kMaxKept);
-    t_cached_in_use = false;
-  } else {
-    delete b_;
-  }
+  return InternLeafSpec();
 }
 
 }  // namespace cpytree

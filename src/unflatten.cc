@@ -8,7 +8,7 @@
 #include "flatten.h"
 #include "registry.h"
 #include "torch_interop.h"
-#include "treespec.h"
+#include "spec_builder.h"
 
 namespace cpytree {
 namespace {

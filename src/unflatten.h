@@ -6,7 +6,7 @@
 #define CPYTREE_SRC_UNFLATTEN_H_
 
 #include "common.h"
-#include "treespec.h"
+#include "spec_builder.h"
 
 namespace cpytree {
 
