@@ -34,7 +34,7 @@ CPYTREE_NOINLINE void RaiseAtPath(PyObject* exc, PyObject* message,
                                   const std::vector<PathEntry>& path);
 
 // The messages of structure mismatches found by the spec walks
-// (flatten_spec.cc), in torch's words. Each returns a new str, or null with
+// (spec_walk.cc), in torch's words. Each returns a new str, or null with
 // an exception set; they are built only when a mismatch is found (cold).
 // Type arguments are the types torch reports (spec_model.h: NodeType).
 

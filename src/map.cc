@@ -12,7 +12,7 @@
 
 #include "children.h"
 #include "flatten.h"
-#include "flatten_spec.h"
+#include "spec_walk.h"
 #include "paths.h"
 #include "registry.h"
 #include "spec_builder.h"

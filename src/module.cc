@@ -5,7 +5,7 @@
 #include "children.h"
 #include "deserialize.h"
 #include "flatten.h"
-#include "flatten_spec.h"
+#include "spec_walk.h"
 #include "intern.h"
 #include "iter.h"
 #include "map.h"

@@ -7,7 +7,7 @@
 
 #include "args.h"
 #include "children.h"
-#include "flatten_spec.h"
+#include "spec_walk.h"
 #include "intern.h"
 #include "registry.h"
 #include "spec_compare.h"

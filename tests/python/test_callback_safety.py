@@ -101,7 +101,7 @@ CASES = {
                 return self is other
         attempt(lambda: cpytree.TreeSpec(dict, [K(), 2, 3], children))
     """,
-    # flatten_spec.cc strict custom node: the context's __eq__ clears the
+    # spec_walk.cc strict custom node: the context's __eq__ clears the
     # children list the node's flatten_fn returned.
     "spec_flatten_context_eq_clears_children": """
         class N:
@@ -146,7 +146,7 @@ CASES = {
         kc.extend([P()] + [(cpytree.SequenceKey(i), 1) for i in range(19)])
         attempt(lambda: cpytree.tree_flatten_with_path(N()))
     """,
-    # flatten_spec.cc FxShortChildren: visiting a child clears the list the
+    # spec_walk.cc FxShortChildren: visiting a child clears the list the
     # fx flatten function returned (the child was borrowed from it).
     "fx_short_children_list_cleared": """
         class N:

@@ -13,7 +13,7 @@
 //    namedtuple spec nodes index into the tree (d[k], d[i]) without type
 //    checks; other spec nodes use an fx flatten-spec function from `registry`
 //    when it has one, else the subtree is flattened and its spec compared.
-#include "flatten_spec.h"
+#include "spec_walk.h"
 
 #include <vector>
 

@@ -1,10 +1,10 @@
 // Walking a tree against a known spec (strict, up-to and fx modes; see
-// flatten_spec.cc): the leaves, or the subtrees at the spec's leaves, in one
+// spec_walk.cc): the leaves, or the subtrees at the spec's leaves, in one
 // pass, building no spec.
 //
 //   PyObject* leaves = SpecFlatten(spec, tree);  // TreeSpec.flatten(tree)
-#ifndef CPYTREE_SRC_FLATTEN_SPEC_H_
-#define CPYTREE_SRC_FLATTEN_SPEC_H_
+#ifndef CPYTREE_SRC_SPEC_WALK_H_
+#define CPYTREE_SRC_SPEC_WALK_H_
 
 #include <vector>
 
@@ -23,4 +23,4 @@ CPYTREE_FASTCALL(PyTreeFlattenSpec);  // tree_flatten_spec(pytree, spec, registr
 
 }  // namespace cpytree
 
-#endif  // CPYTREE_SRC_FLATTEN_SPEC_H_
+#endif  // CPYTREE_SRC_SPEC_WALK_H_
