@@ -150,26 +150,26 @@ bool Snapshot(PyObject* obj, std::vector<PyObject*>* keys, std::vector<PyObject*
   return true;
 }
 
-int SnapshotIfKeys(PyObject* obj, PyObject* const* expected, std::size_t n,
-                   std::vector<PyObject*>* values) {
+KeyOrder SnapshotIfKeys(PyObject* obj, PyObject* const* expected, std::size_t n,
+                        std::vector<PyObject*>* values) {
   const ODictMirror* od = reinterpret_cast<const ODictMirror*>(obj);
-  if (static_cast<std::size_t>(PyDict_GET_SIZE(obj)) != n) return 0;
+  if (static_cast<std::size_t>(PyDict_GET_SIZE(obj)) != n) return KeyOrder::kDifferent;
   // Compare all keys first: a user __eq__ may run (non-identical keys) and
   // change the OrderedDict, so nothing is read from the list after it.
   std::size_t k = 0;
   for (const NodeMirror* node = od->od_first; node != nullptr; node = node->next, ++k) {
-    if (k >= n) return 0;
+    if (k >= n) return KeyOrder::kDifferent;
     if (node->key == expected[k]) continue;
-    return 2;  // not identical: let the caller compare with == the slow way
+    return KeyOrder::kNeedsEq;  // let the caller compare with == the slow way
   }
-  if (k != n) return 0;
+  if (k != n) return KeyOrder::kDifferent;
   std::size_t base = values->size();
-  if (!Snapshot(obj, nullptr, values)) return -1;
+  if (!Snapshot(obj, nullptr, values)) return KeyOrder::kError;
   if (values->size() - base != n) {  // cannot happen without user code; be safe
     ReleaseFrom(values, base);
-    return 0;
+    return KeyOrder::kDifferent;
   }
-  return 1;
+  return KeyOrder::kSame;
 }
 
 bool VerifyLayout(PyObject* ordered_dict_type) {

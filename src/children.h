@@ -25,6 +25,14 @@ PyObject* PySetKnownFlattens(PyObject*, PyObject* const* args, Py_ssize_t nargs)
 bool SnapshotDict(PyObject* obj, NodeKind kind, std::vector<PyObject*>* keys,
                   std::vector<PyObject*>* values);
 
+// What comparing a node's keys with a spec node's keys found.
+enum class KeyOrder {
+  kSame,       // the same keys in the same order
+  kDifferent,  // another number of keys, other keys or another order
+  kNeedsEq,    // not identical: only == can tell
+  kError,      // an exception is set
+};
+
 // Direct reads of CPython's OrderedDict linked list (see children.cc).
 namespace internal_odict {
 // Checks the private layout against a live OrderedDict; false on a Python
@@ -33,10 +41,11 @@ bool VerifyLayout(PyObject* ordered_dict_type);
 bool LayoutVerified();
 bool Snapshot(PyObject* obj, std::vector<PyObject*>* keys, std::vector<PyObject*>* values);
 // If obj's keys are exactly (by identity) expected[0..n) in order, appends
-// owned values and returns 1; 0 if they differ in number or order; 2 if some
-// key is merely not identical (compare with ==); -1 on error. No user code.
-int SnapshotIfKeys(PyObject* obj, PyObject* const* expected, std::size_t n,
-                   std::vector<PyObject*>* values);
+// owned values and returns kSame; kDifferent if they differ in number or
+// order; kNeedsEq if some key is merely not identical (compare with ==);
+// kError on error. No user code.
+KeyOrder SnapshotIfKeys(PyObject* obj, PyObject* const* expected, std::size_t n,
+                        std::vector<PyObject*>* values);
 }  // namespace internal_odict
 
 // The dict-kind node `kind` (dict, OrderedDict, or defaultdict(factory))

@@ -23,9 +23,9 @@
 #include "flatten.h"
 #include "intern.h"
 #include "registry.h"
+#include "spec_builder.h"
 #include "spec_model.h"
 #include "torch_interop.h"
-#include "spec_builder.h"
 
 namespace cpytree {
 namespace {
@@ -93,25 +93,29 @@ class SpecFlattener {
         // The same keys in the same order (by identity): values without a
         // key snapshot; anything else takes the general path below.
         std::size_t base = held_.size();
-        int same = internal_odict::SnapshotIfKeys(node, v_.items + s.ctx, s.arity, &held_);
-        if (same < 0) return false;
-        if (same == 1) return VisitHeld(i, base, depth);
+        KeyOrder order = internal_odict::SnapshotIfKeys(node, v_.items + s.ctx, s.arity, &held_);
+        if (order == KeyOrder::kError) return false;
+        if (order == KeyOrder::kSame) return VisitHeld(i, base, depth);
       }
       if (s.kind == NodeKind::kList && t == &PyList_Type) return VisitList(i, node, depth);
       if (s.kind == NodeKind::kDict && t == &PyDict_Type) {
         // Strict checks each key as it goes; up-to must know first whether
         // the keys are in the spec's order (else it matches by key set).
         if constexpr (kStrict) return VisitDict(i, node, depth);
-        int same = SameKeysInOrder(s, node);
-        if (same < 0) return false;
-        if (same) return VisitDict(i, node, depth);
+        KeyOrder order = SameKeysInOrder(s, node);
+        if (order == KeyOrder::kError) return false;
+        if (order == KeyOrder::kSame) return VisitDict(i, node, depth);
       }
     }
     std::size_t base = held_.size();
-    Children got = kMode == Walk::kStrict ? StrictChildren(i, node)
-                   : kMode == Walk::kUpTo
-                       ? (UpToChildren(i, node) ? Children::kHeld : Children::kFailed)
-                       : FxChildren(i, node, depth);
+    Children got;
+    if constexpr (kMode == Walk::kStrict) {
+      got = StrictChildren(i, node);
+    } else if constexpr (kMode == Walk::kUpTo) {
+      got = UpToChildren(i, node);
+    } else {
+      got = FxChildren(i, node, depth);
+    }
     if (got != Children::kHeld) return got == Children::kHandled;
     return VisitHeld(i, base, depth);
   }
@@ -222,21 +226,22 @@ class SpecFlattener {
     return true;
   }
 
-  // 1 if the exact dict's keys are the spec's, in order (== after identity),
-  // 0 if not, -1 on error.
-  int SameKeysInOrder(const Node& s, PyObject* dict) {
-    if (PyDict_GET_SIZE(dict) != s.arity) return 0;
+  // Whether the exact dict's keys are the spec's, in order (== after
+  // identity): kSame, kDifferent or kError.
+  KeyOrder SameKeysInOrder(const Node& s, PyObject* dict) {
+    if (PyDict_GET_SIZE(dict) != s.arity) return KeyOrder::kDifferent;
     PyObject* const* expected = v_.items + s.ctx;
     Py_ssize_t pos = 0;
     PyObject *key, *value;
     for (std::uint32_t k = 0; PyDict_Next(dict, &pos, &key, &value); ++k) {
-      if (k >= s.arity) return 0;
+      if (k >= s.arity) return KeyOrder::kDifferent;
       if (key == expected[k]) continue;
       Ref held_key = Ref::Borrow(key);
       int eq = PyObject_RichCompareBool(key, expected[k], Py_EQ);
-      if (eq <= 0) return eq;
+      if (eq < 0) return KeyOrder::kError;
+      if (eq == 0) return KeyOrder::kDifferent;
     }
-    return 1;
+    return KeyOrder::kSame;
   }
 
   // An exact dict for a dict spec node. Strict mode checks each key here;
@@ -289,6 +294,8 @@ class SpecFlattener {
     Fail(message);
     return Children::kFailed;
   }
+  // kHeld when a helper that holds the children (or checks them) succeeded.
+  static Children HeldIf(bool ok) { return ok ? Children::kHeld : Children::kFailed; }
 
   // The key-path step to child k of spec node s (a spec item, borrowed).
   static PyObject* KeyOf(const Node& s, PyObject* const* items, std::size_t k) {
@@ -341,7 +348,7 @@ class SpecFlattener {
       case NodeKind::kDict:
       case NodeKind::kOrderedDict:
       case NodeKind::kDefaultDict:
-        return DictChildren(s, items, node) ? Children::kHeld : Children::kFailed;
+        return HeldIf(DictChildren(s, items, node));
       case NodeKind::kDeque: {
         std::size_t base = held_.size();
         if (!SnapshotDeque(node, &held_)) return Children::kFailed;
@@ -351,7 +358,7 @@ class SpecFlattener {
         }
         Ref maxlen(MaxLenOf(node));
         if (!maxlen) return Children::kFailed;
-        return ContextEqual(items[0], maxlen.get()) ? Children::kHeld : Children::kFailed;
+        return HeldIf(ContextEqual(items[0], maxlen.get()));
       }
       case NodeKind::kCustom: {
         Ref children, context;
@@ -360,7 +367,7 @@ class SpecFlattener {
         if (n != s.arity) return Mismatch(ArityMismatchMessage(s.arity, n));
         // Held first: the context's __eq__ may mutate the children list.
         for (Py_ssize_t k = 0; k < n; ++k) Hold(PySequence_Fast_ITEMS(children.get())[k]);
-        return ContextEqual(items[1], context.get()) ? Children::kHeld : Children::kFailed;
+        return HeldIf(ContextEqual(items[1], context.get()));
       }
       default:
         CPYTREE_CHECK(false, Children::kFailed);
@@ -424,56 +431,56 @@ class SpecFlattener {
   }
 
   // Up-to: appends node's children (owned) to held_, checked against spec
-  // node i with torch's flatten_up_to rules.
-  bool UpToChildren(std::int64_t i, PyObject* node) {
+  // node i with torch's flatten_up_to rules. kHeld, else kFailed.
+  Children UpToChildren(std::int64_t i, PyObject* node) {
     const Node& s = v_.nodes[i];
     PyObject* const* items = v_.items + s.ctx;
     const Registration* reg = nullptr;
     bool error = false;
     NodeKind kind = KindOf(node, &reg, &error);
-    if (error) return false;
+    if (error) return Children::kFailed;
     PyObject* node_type = NodeTypeOf(node, kind);
     Ref spec_type(NodeType(v_, i));
-    if (!spec_type) return false;
+    if (!spec_type) return Children::kFailed;
     if (s.kind == NodeKind::kCustom) {
       if (node_type != spec_type.get()) {
-        return Fail(CustomTypeMismatchMessage(spec_type.get(), node_type));
+        return Mismatch(CustomTypeMismatchMessage(spec_type.get(), node_type));
       }
       if (reg == nullptr || kind != NodeKind::kCustom) {
         PyErr_SetObject(PyExc_KeyError, node_type);  // torch: SUPPORTED_NODES[node_type]
-        return false;
+        return Children::kFailed;
       }
       Ref children, context;
-      if (!CallCustomFlatten(reg, node, &children, &context)) return false;
+      if (!CallCustomFlatten(reg, node, &children, &context)) return Children::kFailed;
       Py_ssize_t n = PySequence_Fast_GET_SIZE(children.get());
-      if (n != s.arity) return Arity(s, n);
+      if (n != s.arity) return HeldIf(Arity(s, n));
       int ne = PyObject_RichCompareBool(context.get(), items[1], Py_NE);
-      if (ne < 0) return false;
+      if (ne < 0) return Children::kFailed;
       if (ne) {
-        return Fail(CustomContextMismatchMessage(spec_type.get()));
+        return Mismatch(CustomContextMismatchMessage(spec_type.get()));
       }
-      return HoldAll(children.get());
+      return HeldIf(HoldAll(children.get()));
     }
     bool both_dicts = IsDictKind(s.kind) && IsDictKind(kind);
     if (!both_dicts && node_type != spec_type.get()) {
-      return Fail(TypeMismatchMessage(spec_type.get(), node_type));
+      return Mismatch(TypeMismatchMessage(spec_type.get(), node_type));
     }
     Py_ssize_t len = PyObject_Size(node);
-    if (len < 0) return false;
-    if (len != s.arity) return Arity(s, len);
-    if (both_dicts) return KeySetChildren(s, items + FirstKeyItem(s.kind), node);
-    if (kind == NodeKind::kDeque) return SnapshotDeque(node, &held_);  // maxlen ignored
+    if (len < 0) return Children::kFailed;
+    if (len != s.arity) return HeldIf(Arity(s, len));
+    if (both_dicts) return HeldIf(KeySetChildren(s, items + FirstKeyItem(s.kind), node));
+    if (kind == NodeKind::kDeque) return HeldIf(SnapshotDeque(node, &held_));  // maxlen ignored
     if (kind == NodeKind::kNamedTuple && node_type == spec_type.get()) {
       PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(node));
       if (cls != items[0]) {
         int ne = PyObject_RichCompareBool(cls, items[0], Py_NE);
-        if (ne < 0) return false;
+        if (ne < 0) return Children::kFailed;
         if (ne) {
-          return Fail(NamedTupleContextMismatchMessage(spec_type.get(), items[0], cls));
+          return Mismatch(NamedTupleContextMismatchMessage(spec_type.get(), items[0], cls));
         }
       }
     }
-    return HoldAll(node);
+    return HeldIf(HoldAll(node));
   }
 
   // Holds the items of a list or tuple (a snapshot: user code may mutate it).
