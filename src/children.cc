@@ -278,4 +278,29 @@ PyObject* NewDictNode(NodeKind kind, PyObject* factory, PyObject* const* keys,
   return out.release();
 }
 
+PyObject* NewListNode(PyObject* const* values, std::size_t n) {
+  PyObject* out = PyList_New(static_cast<Py_ssize_t>(n));
+  if (out == nullptr) {
+    for (std::size_t k = 0; k < n; ++k) Py_XDECREF(values[k]);
+    return nullptr;
+  }
+  for (std::size_t k = 0; k < n; ++k) PyList_SET_ITEM(out, k, values[k]);
+  return out;
+}
+
+PyObject* NewDequeNode(PyObject* const* values, std::size_t n, PyObject* maxlen) {
+  Ref list(NewListNode(values, n));
+  if (!list) return nullptr;
+  Ref args(PyTuple_Pack(2, list.get(), maxlen));  // deque(values, maxlen)
+  return args ? PyObject_Call(g_builtins.deque, args.get(), nullptr) : nullptr;
+}
+
+PyObject* NewCustomNode(const Registration* reg, PyObject* const* values, std::size_t n,
+                        PyObject* context) {
+  Ref list(NewListNode(values, n));
+  if (!list) return nullptr;
+  Ref fn = Ref::Borrow(reg->unflatten_fn);
+  return PyObject_CallFunctionObjArgs(fn.get(), list.get(), context, nullptr);
+}
+
 }  // namespace cpytree

@@ -55,6 +55,16 @@ KeyOrder SnapshotIfKeys(PyObject* obj, PyObject* const* expected, std::size_t n,
 PyObject* NewDictNode(NodeKind kind, PyObject* factory, PyObject* const* keys,
                       PyObject* const* values, std::size_t n);
 
+// The list, deque and custom-node constructors of unflatten and map: each
+// takes the n owned references values[0..n) (also on error) and returns a
+// new reference, or null with an exception set.
+PyObject* NewListNode(PyObject* const* values, std::size_t n);
+PyObject* NewDequeNode(PyObject* const* values, std::size_t n, PyObject* maxlen);
+// reg->unflatten_fn(list(values), context); the function is held for the
+// call (it may deregister its own type: registry.h).
+PyObject* NewCustomNode(const Registration* reg, PyObject* const* values, std::size_t n,
+                        PyObject* context);
+
 // defaultdict's default_factory / deque's maxlen (new references).
 PyObject* DefaultFactoryOf(PyObject* obj);
 PyObject* MaxLenOf(PyObject* obj);

@@ -12,10 +12,10 @@
 
 #include "children.h"
 #include "flatten.h"
-#include "spec_walk.h"
 #include "paths.h"
 #include "registry.h"
 #include "spec_builder.h"
+#include "spec_walk.h"
 #include "unflatten.h"
 
 namespace cpytree {
@@ -117,15 +117,11 @@ class Mapper {
     return ok;
   }
 
-  // Moves results[rbase:] into a new list.
-  PyObject* ResultsList(std::size_t rbase) {
-    std::size_t n = b_->results.size() - rbase;
-    PyObject* out = PyList_New(static_cast<Py_ssize_t>(n));
-    if (out == nullptr) {
-      ReleaseFrom(&b_->results, rbase);
-      return nullptr;
-    }
-    for (std::size_t k = 0; k < n; ++k) PyList_SET_ITEM(out, k, b_->results[rbase + k]);
+  // Hands results[rbase:] to `make` (a node constructor of children.h that
+  // takes the references, as unflatten's do) and pops them.
+  template <typename Make>
+  PyObject* NodeFromResults(std::size_t rbase, Make make) {
+    PyObject* out = make(b_->results.data() + rbase, b_->results.size() - rbase);
     b_->results.resize(rbase);
     return out;
   }
@@ -139,7 +135,7 @@ class Mapper {
       b_->pending.push_back(o);
     }
     if (!MapPending(base, depth, &rbase)) return nullptr;
-    return ResultsList(rbase);
+    return NodeFromResults(rbase, NewListNode);
   }
 
   PyObject* MapTuple(PyObject* tuple, int depth) {
@@ -203,10 +199,9 @@ class Mapper {
     }
     std::size_t rbase;
     if (!MapPending(base, depth, &rbase)) return nullptr;
-    Ref values(ResultsList(rbase));
-    if (!values) return nullptr;
-    Ref args(PyTuple_Pack(2, values.get(), maxlen.get()));
-    return args ? PyObject_Call(g_builtins.deque, args.get(), nullptr) : nullptr;
+    return NodeFromResults(rbase, [&](PyObject* const* values, std::size_t n) {
+      return NewDequeNode(values, n, maxlen.get());
+    });
   }
 
   PyObject* MapCustom(PyObject* obj, const Registration* found, int depth) {
@@ -223,9 +218,9 @@ class Mapper {
     }
     std::size_t rbase;
     if (!MapPending(base, depth, &rbase)) return nullptr;
-    Ref values(ResultsList(rbase));
-    if (!values) return nullptr;
-    return PyObject_CallFunctionObjArgs(reg->unflatten_fn, values.get(), context.get(), nullptr);
+    return NodeFromResults(rbase, [&](PyObject* const* values, std::size_t n) {
+      return NewCustomNode(reg, values, n, context.get());
+    });
   }
 
   CPYTREE_NOINLINE PyObject* MapOther(PyObject* obj, int depth) {

@@ -7,8 +7,8 @@
 #include "children.h"
 #include "flatten.h"
 #include "registry.h"
-#include "torch_interop.h"
 #include "spec_builder.h"
+#include "torch_interop.h"
 
 namespace cpytree {
 namespace {
@@ -27,12 +27,8 @@ PyObject* BuildNode(const Node& node, PyObject* const* items, PyObject** kids) {
       for (std::uint32_t k = 0; k < n; ++k) PyTuple_SET_ITEM(t, k, kids[k]);
       return t;
     }
-    case NodeKind::kList: {
-      PyObject* l = PyList_New(n);
-      if (l == nullptr) break;
-      for (std::uint32_t k = 0; k < n; ++k) PyList_SET_ITEM(l, k, kids[k]);
-      return l;
-    }
+    case NodeKind::kList:
+      return NewListNode(kids, n);
     case NodeKind::kNamedTuple:
       return NewNamedTuple(items[0], kids, n);  // cls(*values); consumes kids
     case NodeKind::kDict:
@@ -43,26 +39,15 @@ PyObject* BuildNode(const Node& node, PyObject* const* items, PyObject** kids) {
       release();
       return out;
     }
-    case NodeKind::kDeque: {
-      Ref values(PyList_New(n));
-      if (!values) break;
-      for (std::uint32_t k = 0; k < n; ++k) PyList_SET_ITEM(values.get(), k, kids[k]);
-      Ref args(PyTuple_Pack(2, values.get(), items[0]));  // deque(values, maxlen)
-      if (!args) return nullptr;
-      return PyObject_Call(g_builtins.deque, args.get(), nullptr);
-    }
+    case NodeKind::kDeque:
+      return NewDequeNode(kids, n, items[0]);
     case NodeKind::kCustom: {
-      Ref values(PyList_New(n));
-      if (!values) break;
-      for (std::uint32_t k = 0; k < n; ++k) PyList_SET_ITEM(values.get(), k, kids[k]);
       const Registration* reg = LookupRegistration(reinterpret_cast<PyTypeObject*>(items[0]));
       if (reg == nullptr || reg->kind != NodeKind::kCustom) {
         PyErr_SetObject(PyExc_KeyError, items[0]);  // torch: SUPPORTED_NODES[type]
-        return nullptr;
+        break;
       }
-      // Held for the call: it may deregister its own type (registry.h).
-      Ref fn = Ref::Borrow(reg->unflatten_fn);
-      return PyObject_CallFunctionObjArgs(fn.get(), values.get(), items[1], nullptr);
+      return NewCustomNode(reg, kids, n, items[1]);
     }
     case NodeKind::kLeaf:
       break;
