@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "cpytree/internal/hash_mix.h"
 
 namespace cpytree {
 namespace {
@@ -18,13 +19,6 @@ absl::flat_hash_map<std::size_t, TreeSpecObject*>* g_table =
 
 // Containers inside contexts are hashed structurally only this deep.
 constexpr int kMaxItemDepth = 64;
-
-// A cheap multiplicative mix: intern hashes only pick a chain; equality is
-// always checked in full.
-inline std::size_t Mix(std::size_t h, std::size_t v) {
-  h = (h ^ v) * 0x9E3779B97F4A7C15ull;
-  return h ^ (h >> 29);
-}
 
 // Identity-preserving hash of a context item: the type takes part, so 1, 1.0
 // and True differ. False if the item is not hashable this way.
@@ -46,36 +40,36 @@ bool ItemHash(PyObject* o, std::size_t* out, int depth) {
     // A user __hash__ below may mutate a list (or free an item): hold each
     // item, re-read the size, and give up (no interning) if it changed.
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
-    h = Mix(h, static_cast<std::size_t>(n));
+    h = internal::HashMix(h, static_cast<std::size_t>(n));
     for (Py_ssize_t i = 0; i < n; ++i) {
       if (PySequence_Fast_GET_SIZE(o) != n) return false;
       Ref item = Ref::Borrow(PySequence_Fast_ITEMS(o)[i]);
       std::size_t e;
       if (!ItemHash(item.get(), &e, depth + 1)) return false;
-      h = Mix(h, e);
+      h = internal::HashMix(h, e);
     }
     if (PySequence_Fast_GET_SIZE(o) != n) return false;
   } else if (t == &PyDict_Type) {
     Py_ssize_t pos = 0, n = PyDict_GET_SIZE(o);
     PyObject *k, *v;
-    h = Mix(h, static_cast<std::size_t>(n));
+    h = internal::HashMix(h, static_cast<std::size_t>(n));
     while (PyDict_Next(o, &pos, &k, &v)) {
       // Same as above: user __hash__ may clear the dict and free k and v.
       Ref hold_k = Ref::Borrow(k), hold_v = Ref::Borrow(v);
       std::size_t hk, hv;
       if (!ItemHash(k, &hk, depth + 1) || !ItemHash(v, &hv, depth + 1)) return false;
       if (PyDict_GET_SIZE(o) != n) return false;
-      h = Mix(Mix(h, hk), hv);
+      h = internal::HashMix(internal::HashMix(h, hk), hv);
     }
   } else if (PyType_Check(o)) {
-    h = Mix(h, reinterpret_cast<std::size_t>(o));
+    h = internal::HashMix(h, reinterpret_cast<std::size_t>(o));
   } else {
     Py_hash_t v = PyObject_Hash(o);
     if (v == -1 && PyErr_Occurred()) {
       PyErr_Clear();
       return false;
     }
-    h = Mix(h, static_cast<std::size_t>(v));
+    h = internal::HashMix(h, static_cast<std::size_t>(v));
   }
   *out = h;
   return true;
@@ -89,7 +83,8 @@ bool ViewHash(SpecView v, std::size_t* out) {
   std::size_t num_items = 0;
   for (std::int64_t i = 0; i < v.num_nodes; ++i) {
     const Node& n = v.nodes[i];
-    h = Mix(h, static_cast<std::size_t>(n.kind) | (static_cast<std::size_t>(n.arity) << 8));
+    h = internal::HashMix(
+        h, static_cast<std::size_t>(n.kind) | (static_cast<std::size_t>(n.arity) << 8));
     num_items += NumContextItems(n.kind, n.arity);
   }
   PyObject* const* items = v.items + v.root().ctx;
@@ -97,12 +92,12 @@ bool ViewHash(SpecView v, std::size_t* out) {
     PyObject* o = items[i];
     if (PyUnicode_CheckExact(o) && reinterpret_cast<PyASCIIObject*>(o)->hash != -1) {
       // The common dict key: a str whose hash CPython already cached.
-      h = Mix(h, static_cast<std::size_t>(reinterpret_cast<PyASCIIObject*>(o)->hash));
+      h = internal::HashMix(h, static_cast<std::size_t>(reinterpret_cast<PyASCIIObject*>(o)->hash));
       continue;
     }
     std::size_t e;
     if (!ItemHash(o, &e, 0)) return false;
-    h = Mix(h, e);
+    h = internal::HashMix(h, e);
   }
   *out = h;
   return true;

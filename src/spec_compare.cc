@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/hash/hash.h"
+#include "cpytree/internal/hash_mix.h"
 #include "registry.h"
+#include "spec_builder.h"
 #include "spec_model.h"
 #include "torch_interop.h"
-#include "spec_builder.h"
 
 namespace cpytree {
 namespace {
@@ -83,10 +83,6 @@ int SameTypeText(PyObject* a, PyObject* b) {
   Ref sa(PyObject_Str(a)), sb(PyObject_Str(b));
   if (!sa || !sb) return -1;
   return PyObject_RichCompareBool(sa.get(), sb.get(), Py_EQ);
-}
-
-std::size_t Mix(std::size_t h, std::size_t v) {
-  return absl::Hash<std::pair<std::size_t, std::size_t>>()({h, v});
 }
 
 // CPython's tuple hash (Objects/tupleobject.c since 3.8, xxHash-based) over
@@ -197,10 +193,7 @@ PyObject* SpecRepr(SpecView v, int indent) {
 
 int SpecsEqual(SpecView a, SpecView b) {
   if (a.num_nodes != b.num_nodes) return 0;
-  // Same post-order sequence of (kind, arity) means the same shape.
-  for (std::int64_t i = 0; i < a.num_nodes; ++i) {
-    if (a.nodes[i].kind != b.nodes[i].kind || a.nodes[i].arity != b.nodes[i].arity) return 0;
-  }
+  if (!internal::SameShape(a.nodes, b.nodes, a.num_nodes)) return 0;
   for (std::int64_t i = 0; i < a.num_nodes; ++i) {
     const Node& n = a.nodes[i];
     PyObject* const* ia = a.items + n.ctx;
@@ -225,7 +218,7 @@ Py_hash_t SpecEqHash(SpecView v) {
   std::size_t h = static_cast<std::size_t>(v.num_nodes);
   for (std::int64_t i = 0; i < v.num_nodes; ++i) {
     const Node& n = v.nodes[i];
-    h = Mix(Mix(h, static_cast<std::size_t>(n.kind)), n.arity);
+    h = internal::HashMix(internal::HashMix(h, static_cast<std::size_t>(n.kind)), n.arity);
     PyObject* const* items = v.items + n.ctx;
     if (n.kind == NodeKind::kCustom) {
       // torch ignores custom contexts when hashing; the type counts by its text.
@@ -233,7 +226,7 @@ Py_hash_t SpecEqHash(SpecView v) {
       if (!text) return -1;
       Py_hash_t th = PyObject_Hash(text.get());
       if (th == -1) return -1;
-      h = Mix(h, static_cast<std::size_t>(th));
+      h = internal::HashMix(h, static_cast<std::size_t>(th));
       continue;
     }
     std::size_t count = NumContextItems(n.kind, n.arity);
@@ -244,7 +237,7 @@ Py_hash_t SpecEqHash(SpecView v) {
         PyErr_Clear();  // an unhashable context item does not take part
         continue;
       }
-      h = Mix(h, static_cast<std::size_t>(ih));
+      h = internal::HashMix(h, static_cast<std::size_t>(ih));
     }
   }
   Py_hash_t out = static_cast<Py_hash_t>(h);

@@ -8,8 +8,8 @@
 #include "children.h"
 #include "intern.h"
 #include "registry.h"
-#include "torch_interop.h"
 #include "spec_builder.h"
+#include "torch_interop.h"
 
 namespace cpytree {
 namespace {
@@ -31,12 +31,8 @@ PyObject* KeyList(PyObject* const* keys, std::uint32_t n) {
 void AppendSpec(SpecBuilder* b, PyObject* spec, std::int64_t* leaves, std::int64_t* count) {
   const TreeSpecObject* s = reinterpret_cast<const TreeSpecObject*>(spec);
   SpecView c = ViewOf(s);
-  std::uint32_t offset = static_cast<std::uint32_t>(b->items.size());
-  for (std::int64_t i = 0; i < c.num_nodes; ++i) {
-    Node n = c.nodes[i];
-    n.ctx += offset;
-    b->nodes.push_back(n);
-  }
+  internal::AppendSubtree(c.nodes, c.num_nodes, b->items.size(),
+                          [b](const Node& n) { b->nodes.push_back(n); });
   for (PyObject* item : *s->items) b->AddItem(NewRef(item));
   *leaves += c.root().num_leaves;
   *count += c.num_nodes;

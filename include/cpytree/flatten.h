@@ -247,11 +247,7 @@ class Flattener {
     std::size_t item_count = SubtreeItemCount(src, 0, n - 1);
     std::size_t base = num_items_;
     for (std::size_t k = 0; k < item_count; ++k) PushItem(spec.raw_items()[item_begin + k]);
-    for (std::int64_t k = 0; k < n; ++k) {
-      Node node = src[k];
-      node.ctx = static_cast<std::uint32_t>(node.ctx - item_begin + base);
-      PushNodeRecord(node);
-    }
+    AppendSubtree(src, n, base, [&](const Node& node) { PushNodeRecord(node); });
     num_leaves_ += static_cast<std::size_t>(spec.num_leaves());
   }
 

@@ -72,13 +72,6 @@ struct SpecData {
 
 struct SpecAccess;
 
-// Number of context items in the subtree [begin, root] of `nodes`.
-inline std::size_t SubtreeItemCount(const Node* nodes, std::int64_t begin, std::int64_t root) {
-  std::size_t n = 0;
-  for (std::int64_t i = begin; i <= root; ++i) n += NumContextItems(nodes[i].kind, nodes[i].arity);
-  return n;
-}
-
 }  // namespace internal
 
 // The structure of a pytree. Immutable; copies share storage.
@@ -289,11 +282,7 @@ inline TreeSpec TreeSpec::Make(NodeKind kind, std::vector<Value> items,
     if (base + item_count > std::numeric_limits<std::uint32_t>::max()) {
       throw Error("spec too large: more than 2^32 context items");
     }
-    for (std::int64_t k = 0; k < n; ++k) {
-      Node node = src[k];
-      node.ctx = static_cast<std::uint32_t>(node.ctx - item_begin + base);
-      data->nodes.push_back(node);
-    }
+    internal::AppendSubtree(src, n, base, [&](const Node& node) { data->nodes.push_back(node); });
     data->items.insert(data->items.end(), c.raw_items() + item_begin,
                        c.raw_items() + item_begin + item_count);
     leaves += c.num_leaves();
@@ -481,9 +470,7 @@ inline bool TreeSpec::Equals(const TreeSpec& other) const {
   const internal::Node* a = raw_nodes();
   const internal::Node* b = other.raw_nodes();
   // Same post-order shape node by node means the same tree; then the contexts.
-  for (std::int64_t k = 0; k < n; ++k) {
-    if (a[k].kind != b[k].kind || a[k].arity != b[k].arity) return false;
-  }
+  if (!internal::SameShape(a, b, n)) return false;
   for (std::int64_t k = 0; k < n; ++k) {
     std::size_t m = NumContextItems(a[k].kind, a[k].arity);
     for (std::size_t j = 0; j < m; ++j) {

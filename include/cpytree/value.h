@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "cpytree/errors.h"
+#include "cpytree/internal/hash_mix.h"
 #include "cpytree/internal/py_format.h"
 
 namespace cpytree {
@@ -189,10 +190,6 @@ class Value {
 };
 
 namespace internal {
-
-inline std::size_t HashMix(std::size_t seed, std::size_t v) {
-  return seed ^ (v + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2));
-}
 
 // Decimal text of an integral double (glibc prints %.0f exactly).
 inline std::string IntegralDoubleText(double f) {

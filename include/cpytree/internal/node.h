@@ -15,6 +15,7 @@
 #ifndef CPYTREE_INTERNAL_NODE_H_
 #define CPYTREE_INTERNAL_NODE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -73,6 +74,37 @@ inline void ChildIndices(const Node* nodes, std::int64_t i, std::vector<std::int
 // Index of the first node of the subtree rooted at `i`.
 inline std::int64_t SubtreeBegin(const Node* nodes, std::int64_t i) {
   return i - nodes[i].num_nodes + 1;
+}
+
+// Number of context items in the subtree [begin, root] of `nodes`.
+inline std::size_t SubtreeItemCount(const Node* nodes, std::int64_t begin, std::int64_t root) {
+  std::size_t n = 0;
+  for (std::int64_t i = begin; i <= root; ++i) n += NumContextItems(nodes[i].kind, nodes[i].arity);
+  return n;
+}
+
+// Whether two arrays of n nodes have the same shape: the same post-order
+// sequence of (kind, arity) is the same tree, contexts aside.
+inline bool SameShape(const Node* a, const Node* b, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (a[i].kind != b[i].kind || a[i].arity != b[i].arity) return false;
+  }
+  return true;
+}
+
+// Joins a whole tree (n nodes, post-order, its items starting at its root's
+// ctx) under a new parent: calls push(node) for each node, first to last,
+// with ctx renumbered so the tree's items start at `item_base` in the
+// parent's item array. The caller appends the items themselves (their type
+// differs between the engine and the header library).
+template <class Push>
+void AppendSubtree(const Node* src, std::int64_t n, std::size_t item_base, Push&& push) {
+  std::size_t item_begin = src[n - 1].ctx;
+  for (std::int64_t k = 0; k < n; ++k) {
+    Node node = src[k];
+    node.ctx = static_cast<std::uint32_t>(node.ctx - item_begin + item_base);
+    push(node);
+  }
 }
 
 // Checks the counts of a post-order array: every node's num_nodes and
