@@ -105,7 +105,6 @@ lint:
 	echo "lint: clang-tidy src"; \
 	$(VENV)/bin/cmake -S . -B $(LINTBUILD) -G Ninja -DCPYTREE_BUILD_PYTHON=ON -DCPYTREE_BUILD_TESTS=OFF \
 	  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DPython_EXECUTABLE=$(abspath $(PY)) \
-	  -Dpybind11_DIR="$$($(PY) -m pybind11 --cmakedir)" \
 	  -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV))/bin/ninja >/dev/null \
 	  && ls src/*.cc | xargs -P $(JOBS) -n 4 clang-tidy -p $(LINTBUILD) --quiet \
 	  || status=1; \
@@ -169,7 +168,7 @@ fuzz-setup: setup
 # editable install: the extension in $(SAN_PY), importable from $(SAN_SITE).
 sanitize-build: setup
 	@$(VENV)/bin/cmake -S . -B $(SAN_PY) $(SAN_CMAKE) -DCPYTREE_BUILD_PYTHON=ON \
-	  -Dpybind11_DIR=$$($(PY) -m pybind11 --cmakedir) -DPython_EXECUTABLE=$(abspath $(PY)) >/dev/null
+	  -DPython_EXECUTABLE=$(abspath $(PY)) >/dev/null
 	@flock $(BUILD_LOCK) $(VENV)/bin/cmake --build $(SAN_PY) -j $(JOBS) --target _C
 	@bash scripts/sanitize_site.sh $(SAN_PY) $(SAN_SITE)
 	@$(VENV)/bin/cmake -S . -B $(SAN_CPP) $(SAN_CMAKE) -DCPYTREE_BUILD_TESTS=ON >/dev/null

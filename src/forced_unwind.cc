@@ -15,16 +15,16 @@
 // and calls std::terminate (measured: "libc++abi: terminating due to uncaught
 // foreign exception" at interpreter exit). The same holds for the
 // catch-all landing pad clang gives a noexcept function (it calls
-// std::terminate) and pybind11's dispatcher.
+// std::terminate).
 //
 // So under a forced unwind a frame whose landing pad is a handler (selector
 // != 0: catch (...), a noexcept terminate pad) is passed over whole
 // (_URC_CONTINUE_UNWIND), and a frame with cleanups only is entered as
 // usual. What that skips: the destructors in frames that hold a catch-all,
-// i.e. the Guarded entry points (which hold the inlined engine call) and
-// pybind11's dispatcher: memory of the traversal (freed by the process exit
-// that follows) and Python references (which a daemon thread torn down at
-// exit must not release anyway: MayReleaseInDestructor). No lock is held
+// i.e. the Guarded entry points (which hold the inlined engine call): memory
+// of the traversal (freed by the process exit that follows) and Python
+// references (which a daemon thread torn down at exit must not release
+// anyway: MayReleaseInDestructor). No lock is held
 // across a Python call (the registry's writer mutex is taken and released
 // with no Python code between), so none is left locked.
 //
