@@ -83,43 +83,44 @@ class TreeSpec {
   // A leaf.
   static TreeSpec Leaf() { return TreeSpec(); }
   // A tuple of `children`.
-  static TreeSpec Tuple(std::vector<TreeSpec> children) {
-    return Make(NodeKind::kTuple, {}, std::move(children));
+  static TreeSpec Tuple(const std::vector<TreeSpec>& children) {
+    return Make(NodeKind::kTuple, {}, children);
   }
   // A list of `children`.
-  static TreeSpec List(std::vector<TreeSpec> children) {
-    return Make(NodeKind::kList, {}, std::move(children));
+  static TreeSpec List(const std::vector<TreeSpec>& children) {
+    return Make(NodeKind::kList, {}, children);
   }
   // A dict whose key `keys[i]` holds `children[i]` (in that order).
-  static TreeSpec Dict(std::vector<Value> keys, std::vector<TreeSpec> children) {
-    return Make(NodeKind::kDict, std::move(keys), std::move(children));
+  static TreeSpec Dict(std::vector<Value> keys, const std::vector<TreeSpec>& children) {
+    return Make(NodeKind::kDict, std::move(keys), children);
   }
   // A collections.OrderedDict; like Dict.
-  static TreeSpec OrderedDict(std::vector<Value> keys, std::vector<TreeSpec> children) {
-    return Make(NodeKind::kOrderedDict, std::move(keys), std::move(children));
+  static TreeSpec OrderedDict(std::vector<Value> keys, const std::vector<TreeSpec>& children) {
+    return Make(NodeKind::kOrderedDict, std::move(keys), children);
   }
   // A collections.defaultdict with `default_factory`; otherwise like Dict.
   static TreeSpec DefaultDict(const TypeRef& default_factory, std::vector<Value> keys,
-                              std::vector<TreeSpec> children) {
+                              const std::vector<TreeSpec>& children) {
     keys.insert(keys.begin(), Value::MakeList({default_factory.module, default_factory.qualname}));
-    return Make(NodeKind::kDefaultDict, std::move(keys), std::move(children));
+    return Make(NodeKind::kDefaultDict, std::move(keys), children);
   }
   // An instance of the namedtuple class serialized as `type_name`.
-  static TreeSpec NamedTuple(std::string type_name, std::vector<TreeSpec> children) {
-    return Make(NodeKind::kNamedTuple, {Value(std::move(type_name))}, std::move(children));
+  static TreeSpec NamedTuple(std::string type_name, const std::vector<TreeSpec>& children) {
+    return Make(NodeKind::kNamedTuple, {Value(std::move(type_name))}, children);
   }
   // A collections.deque with `maxlen` (nullopt: unbounded).
-  static TreeSpec Deque(std::optional<std::int64_t> maxlen, std::vector<TreeSpec> children) {
-    return Make(NodeKind::kDeque, {maxlen ? Value(*maxlen) : Value()}, std::move(children));
+  static TreeSpec Deque(std::optional<std::int64_t> maxlen, const std::vector<TreeSpec>& children) {
+    return Make(NodeKind::kDeque, {maxlen ? Value(*maxlen) : Value()}, children);
   }
   // A registered custom node: its serialized type name and serialized context.
-  static TreeSpec Custom(std::string type_name, Value context, std::vector<TreeSpec> children) {
-    return Make(NodeKind::kCustom, {Value(std::move(type_name)), std::move(context)},
-                std::move(children));
+  static TreeSpec Custom(std::string type_name, Value context,
+                         const std::vector<TreeSpec>& children) {
+    return Make(NodeKind::kCustom, {Value(std::move(type_name)), std::move(context)}, children);
   }
   // A node of any kind from its context items (as listed in the file
   // comment) and children. Throws Error if the items do not fit the kind.
-  static TreeSpec Make(NodeKind kind, std::vector<Value> items, std::vector<TreeSpec> children);
+  static TreeSpec Make(NodeKind kind, std::vector<Value> items,
+                       const std::vector<TreeSpec>& children);
 
   // The kind of the root node.
   NodeKind kind() const { return root().kind; }
@@ -260,7 +261,7 @@ inline void CheckContextItems(NodeKind kind, std::size_t arity, const Value* ite
 }  // namespace internal
 
 inline TreeSpec TreeSpec::Make(NodeKind kind, std::vector<Value> items,
-                               std::vector<TreeSpec> children) {
+                               const std::vector<TreeSpec>& children) {
   using internal::Node;
   if (static_cast<int>(kind) >= kNumNodeKinds) {
     throw Error("invalid node kind " + std::to_string(static_cast<int>(kind)));

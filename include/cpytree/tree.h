@@ -200,7 +200,7 @@ class Tree {
       specs.push_back(c.spec_);
       total += c.leaves_.size();
     }
-    TreeSpec spec = TreeSpec::Make(kind, std::move(items), std::move(specs));
+    TreeSpec spec = TreeSpec::Make(kind, std::move(items), specs);
     std::vector<T> leaves;
     leaves.reserve(total);
     for (Tree& c : children) {

@@ -227,15 +227,18 @@ class ContextTextDecoder {
         Value v;
         if (!ParseValue(&v, depth + 1)) return false;
         // A repeated key keeps its first position and its last value (a dict).
-        bool seen = false;
+        Value::Member* seen = nullptr;
         for (Value::Member& m : members) {
           if (m.first == key) {
-            m.second = std::move(v);
-            seen = true;
+            seen = &m;
             break;
           }
         }
-        if (!seen) members.emplace_back(std::move(key), std::move(v));
+        if (seen != nullptr) {
+          seen->second = std::move(v);
+        } else {
+          members.emplace_back(std::move(key), std::move(v));
+        }
         SkipSpace();
         if (i_ >= s_.size()) return false;
         if (s_[i_] == '}') break;
