@@ -85,10 +85,13 @@ test: test-cpp test-python
 # pyproject.toml) and `ruff format --check`, mypy --strict on the package
 # (python/cpytree, the harness included, nothing excluded; _C.pyi types the
 # extension), clang-format (.clang-format) on src/ and include/, clang-tidy
-# (.clang-tidy) on src/ with the headers it includes (compile commands from a
-# configure-only tree, build/lint), and scripts/source_lint.py (every entry
-# point guarded, recursion calls paired, one guard header). The set-up installs
-# clang-format and clang-tidy from Debian.
+# (.clang-tidy) on src/ (compile commands from a configure-only tree,
+# build/lint) and on the header library through one translation unit that
+# includes every public header (tests/cpp/every_public_header.cc; simdjson
+# and nlohmann as system headers), and scripts/source_lint.py (every entry
+# point guarded, recursion calls paired, one guard header, that unit
+# complete). The set-up installs clang-format and clang-tidy from Debian.
+# .ci/run runs it.
 LINTBUILD := build/lint
 lint:
 	@SETUP_LINT=1 bash scripts/setup.sh
@@ -108,8 +111,11 @@ lint:
 	  -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV))/bin/ninja >/dev/null \
 	  && ls src/*.cc | xargs -P $(JOBS) -n 4 clang-tidy -p $(LINTBUILD) --quiet \
 	  || status=1; \
+	echo "lint: clang-tidy include (tests/cpp/every_public_header.cc)"; \
+	clang-tidy --quiet tests/cpp/every_public_header.cc -- -std=c++17 -Iinclude \
+	  -isystem $$(scripts/host_simdjson.sh | tail -1)/include || status=1; \
 	echo "lint: scripts/source_lint.py src"; \
-	$(PY) scripts/source_lint.py src || status=1; \
+	$(PY) scripts/source_lint.py src --headers-tu tests/cpp/every_public_header.cc || status=1; \
 	exit $$status
 
 harness: build floor

@@ -4,15 +4,18 @@
 1. Every entry point is guarded: each function a PyMethodDef / PyGetSetDef
    table or a `tp_*` slot hands to CPython goes through `Guarded<fn>::Call`
    (directly, or through a guard macro: a macro whose definition uses
-   `Guarded<`), which turns a C++ exception into a Python one and refuses
-   calls during interpreter exit. Slots that only release memory
-   (`tp_dealloc`, `tp_traverse`, `tp_clear`) and CPython's own functions
-   (`PyObject_SelfIter`) need none.
+   `Guarded<`), which turns a C++ exception into a Python one (src/common.h:
+   none may unwind into CPython's C frames). Slots that only release
+   memory (`tp_dealloc`, `tp_traverse`, `tp_clear`) and CPython's own
+   functions (`PyObject_SelfIter`) need none.
 2. `Py_EnterRecursiveCall` and `Py_LeaveRecursiveCall` come in pairs: as
    many of each in every function body that uses them.
 3. Guard macros are defined once (one header), not once per file.
+4. With `--headers-tu FILE`: FILE, the one translation unit clang-tidy reads
+   the header library through, includes every public header (each
+   include/cpytree/*.h beside src/), so a new header cannot escape the lint.
 
-    python3 scripts/source_lint.py [src]
+    python3 scripts/source_lint.py [src] [--headers-tu tests/cpp/every_public_header.cc]
 
 Prints one line per finding (file:line: message) and exits 1 if any.
 """
@@ -114,9 +117,23 @@ def check_recursion_pairs(path: Path, lines: list[str]) -> list[str]:
     return findings
 
 
-def main(root: str = "src") -> int:
+def check_headers_tu(include: Path, tu: Path) -> list[str]:
+    """Rule 4: every public header of `include` is included by `tu`."""
+    included = set(re.findall(r'^#include "([^"]+)"', tu.read_text(encoding="utf-8"), re.M))
+    return [
+        f"{tu}: does not include {header} (every public header goes through clang-tidy here)"
+        for header in sorted(f"cpytree/{p.name}" for p in (include / "cpytree").glob("*.h"))
+        if header not in included
+    ]
+
+
+def main(root: str = "src", *options: str) -> int:
     global GUARDS
     findings: list[str] = []
+    if options:
+        if len(options) != 2 or options[0] != "--headers-tu":
+            raise SystemExit(f"usage: source_lint.py [src] [--headers-tu FILE], got {options}")
+        findings += check_headers_tu(Path(root).resolve().parent / "include", Path(options[1]))
     macros: dict[str, list[str]] = {}
     paths = sorted(p for p in Path(root).glob("*.*") if p.suffix in (".cc", ".h"))
     texts = {p: p.read_text(encoding="utf-8") for p in paths}

@@ -57,3 +57,18 @@ def test_finds_unguarded_entries_slots_unpaired_calls_and_repeated_macros(tmp_pa
         f"{tmp_path}/guard.h:1: guard macro GUARDED defined again (first at {tmp_path}/again.cc:1)"
         in found
     )
+
+
+def test_finds_a_public_header_the_clang_tidy_unit_misses(tmp_path, capsys):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "include" / "cpytree").mkdir(parents=True)
+    for name in ("spec.h", "tree.h"):
+        (tmp_path / "include" / "cpytree" / name).write_text("")
+    tu = tmp_path / "every.cc"
+    tu.write_text('#include "cpytree/spec.h"\n')
+    assert source_lint.main(str(tmp_path / "src"), "--headers-tu", str(tu)) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{tu}: does not include cpytree/tree.h (every public header goes through clang-tidy here)"
+    ]
+    tu.write_text('#include "cpytree/spec.h"\n#include "cpytree/tree.h"\n')
+    assert source_lint.main(str(tmp_path / "src"), "--headers-tu", str(tu)) == 0
