@@ -51,12 +51,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import backends as backends_mod, scaling as scaling_mod, tables, workloads as workloads_mod
-from .optable import plan_ops, torch_leaves
+from .ops import (
+    backends as backends_mod,
+    scaling as scaling_mod,
+    tables,
+    workloads as workloads_mod,
+)
+from .ops.optable import plan_ops, torch_leaves
+from .ops.results import OpResults, ScalingResults, machine_info
+from .ops.timing import run_cells, total_steps
 from .progress import ProgressBar
 from .report import write_report
-from .results import OpResults, ScalingResults, machine_info
-from .timing import run_cells, total_steps
 
 __all__ = ["main"]
 
@@ -142,11 +147,11 @@ def _list(backends: list[backends_mod.Backend]) -> str:
     out.append("backends:")
     out += _backend_lines(backends)
     out.append(f"ops: {', '.join(backends_mod.OPS)}")
-    from .compile_bench import MODELS
+    from .studies.compile_bench import MODELS
 
     out.append("--compile models:")
     out += [f"  {name:<12} {what}" for name, what in MODELS.items()]
-    from .runtime_bench import CASES
+    from .studies.runtime_bench import CASES
 
     out.append("--runtime cases:")
     out += [f"  {name:<17} {what}" for name, what in CASES.items()]
@@ -193,7 +198,7 @@ def _finish(
 
 def _dynamo(cases: list[str] | None, sizes: tuple[int, ...]) -> tuple[dict[str, Any], str, str]:
     """The Dynamo suite (or the given cases): (results, terminal text, Markdown)."""
-    from . import dynamo_study
+    from .studies import dynamo_study
 
     what = ", ".join(cases) if cases else f"the suite at {'/'.join(map(str, sizes))} leaves"
     print(f"Dynamo: {what}, with and without install()...", file=sys.stderr, flush=True)
@@ -210,7 +215,7 @@ def _dynamo(cases: list[str] | None, sizes: tuple[int, ...]) -> tuple[dict[str, 
 
 
 def _runtime(args: argparse.Namespace) -> tuple[dict[str, Any], str, str]:
-    from . import runtime_bench
+    from .studies import runtime_bench
 
     study = runtime_bench.run(
         cases=_split(args.runtime_cases),
@@ -222,13 +227,13 @@ def _runtime(args: argparse.Namespace) -> tuple[dict[str, Any], str, str]:
 
 
 def _run_compile(args: argparse.Namespace, meta: dict[str, Any], t0: float) -> int:
-    from . import compile_bench
+    from .studies import compile_bench
 
     phases = meta["phases_s"]
     report: dict[str, Any] = {}
     try:
         if args.runtime_cases:  # names before torch: a typo is reported either way
-            from .runtime_bench import check_case_names
+            from .studies.runtime_bench import check_case_names
 
             check_case_names(_split(args.runtime_cases))
         compile_bench.check_available()
@@ -291,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         backends = backends_mod.discover(_split(args.backends))
         if args.tree:
-            from .usertree import load_workload
+            from .ops.usertree import load_workload
 
             workloads = [load_workload(args.tree)]
             expected = torch_leaves(backends)

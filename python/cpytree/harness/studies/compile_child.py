@@ -1,6 +1,6 @@
 """One compile of one zoo model in this (fresh) process; prints a JSON result.
 
-    python -m cpytree.harness.compile_child '{"model": "mlp", "mode": "cpytree",
+    python -m cpytree.harness.studies.compile_child '{"model": "mlp", "mode": "cpytree",
         "backend": "inductor", "profile": false}'
 
 Steps: import torch (timed apart), build the model and run it eagerly (the
@@ -40,7 +40,7 @@ import statistics
 import time
 from typing import Any
 
-from .child import serve
+from ..child import serve
 
 _PYTREE_FILES = (
     os.path.join("torch", "utils", "_pytree.py"),
@@ -190,7 +190,7 @@ def _pytree_profile(prof: Any) -> dict[str, Any]:
     # key -> (cc, nc, tt, ct, callers); `stats` is undocumented, so not in typeshed.
     stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
     cdir = _cpytree_dir()
-    hdir = os.path.dirname(os.path.abspath(__file__))
+    hdir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the harness
     pytree = {k for k in stats if _is_pytree(k, cdir, hdir)}
     self_s = 0.0
     entries = 0
@@ -347,7 +347,7 @@ def build_model(name: str) -> tuple[Any, tuple[Any, ...]]:
         return zoo.build(name)
     import torch
 
-    from .usertree import load_callable
+    from ..ops.usertree import load_callable
 
     torch.manual_seed(0)
     made = load_callable(name, "--model")()

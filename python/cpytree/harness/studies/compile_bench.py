@@ -30,8 +30,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from .child import ChildFailed, child_env, spawn
-from .progress import ProgressBar
+from ..child import ChildFailed, child_env, spawn
+from ..progress import ProgressBar
 
 __all__ = ["MODELS", "MODES", "Unavailable", "check_available", "run"]
 
@@ -63,7 +63,7 @@ def check_available() -> None:
 
 def _child(config: dict[str, Any]) -> dict[str, Any]:
     try:
-        result = spawn("cpytree.harness.compile_child", config, _TIMEOUT_S)
+        result = spawn("cpytree.harness.studies.compile_child", config, _TIMEOUT_S)
     except ChildFailed as exc:
         return dict(config, error=str(exc))
     return dict(result, warmup=config.get("warmup", False))
