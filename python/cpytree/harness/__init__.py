@@ -17,8 +17,8 @@ Two wings and what they share:
 * `studies/`: the torch studies (`--compile`, the Dynamo suite, `--runtime`),
   each measurement in a fresh child process;
 * shared: `cli` (the command line), `child` (spawning and serving measuring
-  children), `progress` (the bar), `report` and `plots` (the report
-  directory).
+  children), `usercode` (`module:callable` of `--tree` and `--model`),
+  `progress` (the bar), `report` and `plots` (the report directory).
 
 Importing this package imports no backend; `ops.backends.discover()` does.
 """

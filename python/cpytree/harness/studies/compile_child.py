@@ -347,7 +347,7 @@ def build_model(name: str) -> tuple[Any, tuple[Any, ...]]:
         return zoo.build(name)
     import torch
 
-    from ..ops.usertree import load_callable
+    from ..usercode import load_callable
 
     torch.manual_seed(0)
     made = load_callable(name, "--model")()

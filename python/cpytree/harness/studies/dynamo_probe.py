@@ -154,7 +154,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         if case is not None:
             fn, args = dynamo_cases.build(case)
         else:  # module:callable, a user's model
-            from ..ops.usertree import load_callable
+            from ..usercode import load_callable
 
             fn, args = _user_model(load_callable(name, "--model"))
         row = measure(fn, args)
