@@ -285,7 +285,7 @@ def test_compile_summary_and_plot(tmp_path: Path) -> None:
 def test_subsystem_split() -> None:
     """Pytree time goes to the nearest caller outside pytree code, through
     pytree-to-pytree edges, self-recursion, mutual recursion and builtins."""
-    from cpytree.harness.studies.compile_child import SUBSYSTEMS, subsystem_split
+    from cpytree.harness.studies.profiling import SUBSYSTEMS, subsystem_split
 
     dyn = ("/x/torch/_dynamo/a.py", 1, "f")
     aot = ("/x/torch/_functorch/b.py", 1, "g")

@@ -329,7 +329,7 @@ def _markdown(study: dict[str, Any]) -> str:
             "",
             "Pytree time during the profiled compile by the torch subsystem that called it "
             "(ms; each pytree function's time goes to its nearest caller outside pytree "
-            "code, see `compile_child.subsystem_split`):",
+            "code, see `profiling.subsystem_split`):",
             "",
             "| model | mode | " + " | ".join(names) + " | total |",
             "|" + "---|" * (len(names) + 3),
