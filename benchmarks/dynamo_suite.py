@@ -35,11 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("cases", nargs="*", help="case names (default: the whole suite)")
     args = p.parse_args(argv)
 
-    from cpytree.harness.studies import compile_bench, dynamo_study, runtime_bench
+    from cpytree.harness.studies import dynamo_study, runtime_bench
+    from cpytree.harness.studies.modes import Unavailable, check_available
 
     try:
-        compile_bench.check_available()
-    except compile_bench.Unavailable as exc:
+        check_available()
+    except Unavailable as exc:
         print(f"dynamo suite skipped: {exc}")
         return 0
     if args.sizes:

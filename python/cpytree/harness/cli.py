@@ -228,6 +228,7 @@ def _runtime(args: argparse.Namespace) -> tuple[dict[str, Any], str, str]:
 
 def _run_compile(args: argparse.Namespace, meta: dict[str, Any], t0: float) -> int:
     from .studies import compile_bench
+    from .studies.modes import Unavailable, check_available
 
     phases = meta["phases_s"]
     report: dict[str, Any] = {}
@@ -236,7 +237,7 @@ def _run_compile(args: argparse.Namespace, meta: dict[str, Any], t0: float) -> i
             from .studies.runtime_bench import check_case_names
 
             check_case_names(_split(args.runtime_cases))
-        compile_bench.check_available()
+        check_available()
         if args.compile:
             t1 = time.monotonic()
             models = [args.model] if args.model else _split(args.models)
@@ -266,7 +267,7 @@ def _run_compile(args: argparse.Namespace, meta: dict[str, Any], t0: float) -> i
             print(terminal, flush=True)
             report.update(runtime=rt, runtime_markdown=markdown)
             phases["runtime"] = time.monotonic() - t1
-    except compile_bench.Unavailable as exc:
+    except Unavailable as exc:
         print(
             f"cpytree-harness --{'compile' if args.compile else 'runtime'}: {exc}", file=sys.stderr
         )

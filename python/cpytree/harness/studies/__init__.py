@@ -4,7 +4,8 @@
 `cpytree.install()`, one compile per `compile_child` process),
 `dynamo_cases`/`dynamo_probe`/`dynamo_study` (the Dynamo suite), and
 `runtime_cases`/`runtime_measure`/`runtime_dist`/`runtime_bench`
-(`--runtime`: eager torch paths that call pytree); `profiling` (where pytree
-time goes in a cProfile run, for the compile and runtime studies). Every module imports
-torch only when it runs (or, for `zoo`, is only imported in a child).
+(`--runtime`: eager torch paths that call pytree). All three share `modes`
+(the two modes they compare, and whether torch is here) and `profiling`
+(where pytree time goes in a cProfile run). Every module imports torch
+only when it runs (or, for `zoo`, is only imported in a child).
 """

@@ -25,15 +25,15 @@ Usage:
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
 from collections.abc import Sequence
 from typing import Any
 
 from ..child import ChildFailed, child_env, spawn
 from ..progress import ProgressBar
+from .modes import MODES, Unavailable, check_available
 
-__all__ = ["MODELS", "MODES", "Unavailable", "check_available", "run"]
+__all__ = ["MODELS", "run"]
 
 # Model name -> what it is (zoo.py builds them; this table needs no torch).
 MODELS = {
@@ -43,22 +43,7 @@ MODELS = {
     "nested-io": "dict of dataclass/namedtuple/list in, tree_map in forward, "
     "dict of dataclass/namedtuple out",
 }
-MODES = ("torch", "cpytree")
 _TIMEOUT_S = 900
-
-
-class Unavailable(RuntimeError):
-    """The compile study cannot run here (no torch, or no cpytree.install())."""
-
-
-def check_available() -> None:
-    """Raise Unavailable when the compile studies cannot run here."""
-    if importlib.util.find_spec("torch") is None:
-        raise Unavailable("torch is not installed (pip install torch==2.13.0)")
-    import cpytree
-
-    if not hasattr(cpytree, "install"):
-        raise Unavailable("this cpytree has no install() (torch integration)")
 
 
 def _child(config: dict[str, Any]) -> dict[str, Any]:

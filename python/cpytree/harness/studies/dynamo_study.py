@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..child import spawn
-from .compile_bench import MODES, Unavailable, check_available
+from .modes import MODES, Unavailable, check_available
 
 __all__ = ["markdown", "run", "terminal"]
 

@@ -35,7 +35,7 @@ import statistics
 from typing import Any
 
 from ..child import ChildFailed, serve, spawn
-from .compile_bench import MODES, check_available
+from .modes import MODES, check_available
 from .runtime_cases import CASES, DIST_CASES, build
 from .runtime_measure import count, count_calls, per_call
 
