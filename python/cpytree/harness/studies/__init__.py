@@ -1,7 +1,9 @@
 """The torch wing: studies of pytree work inside torch, each run in fresh processes.
 
 `compile_bench` (`--compile`: torch.compile of the `zoo` with and without
-`cpytree.install()`, one compile per `compile_child` process),
+`cpytree.install()`, one compile per `compile_child` process; its
+in-process measurements `compile_warm`, `--warm`, and `compile_replay`,
+`--replay`),
 `dynamo_cases`/`dynamo_probe`/`dynamo_study` (the Dynamo suite), and
 `runtime_cases`/`runtime_measure`/`runtime_dist`/`runtime_bench`
 (`--runtime`: eager torch paths that call pytree). All three share `modes`

@@ -4,10 +4,13 @@
         "backend": "inductor", "profile": false}'
 
 Steps: import torch (timed apart), build the model and run it eagerly (the
-reference output), then in mode "cpytree" call `cpytree.install()` (timed
-apart), then time the first call of `torch.compile(model, backend=...)`,
-which compiles: wall clock and CPU time (this process and the compiler
-processes it waited for), and Dynamo's own phase timers. Then: graph breaks
+reference output), then enter the mode (`modes.enter`: in "cpytree" and
+"cpytree-attrs" call `cpytree.install()`, timed apart), then time the first
+call of `torch.compile(model, backend=...)`, which compiles (with
+"backward": true, followed by backward() of the sum of its outputs, the
+inputs requiring grad: the backward graph compiles too): wall clock and CPU
+time (this process and the compiler processes it waited for), and Dynamo's
+own phase timers. Then: graph breaks
 and graphs from Dynamo's counters; the output
 compared with the eager one (structure, and values with allclose) and a
 digest of it (the parent checks both modes give identical outputs); and,
@@ -41,6 +44,7 @@ import time
 from typing import Any
 
 from ..child import serve
+from .modes import enter
 from .profiling import pytree_profile
 
 
@@ -172,14 +176,15 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(1)
     import_s = time.perf_counter() - t0
     model, inputs = build_model(config["model"])
-    eager = model(*inputs)
-    install_s = 0.0
-    if config["mode"] == "cpytree":
-        import cpytree
+    backward = bool(config.get("backward"))
+    if backward:
+        from . import zoo
 
-        t0 = time.perf_counter()
-        cpytree.install()
-        install_s = time.perf_counter() - t0
+        zoo.requires_grad(inputs)
+    eager = model(*inputs)
+    t0 = time.perf_counter()
+    enter(config["mode"])
+    install_s = time.perf_counter() - t0 if config["mode"] != "torch" else 0.0
     compiled: Any = torch.compile(model, backend=config["backend"])
     prof = None
     if config.get("profile"):
@@ -189,6 +194,8 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         prof.enable()
     w0, c0 = time.perf_counter(), _cpu()
     out = compiled(*inputs)
+    if backward:
+        torch.autograd.backward(zoo.loss(out))
     w1, c1 = time.perf_counter(), _cpu()
     if prof is not None:
         prof.disable()

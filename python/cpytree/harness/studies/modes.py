@@ -2,19 +2,28 @@
 
 Each study (`compile_bench`, `dynamo_study`, `runtime_bench`) measures the
 same work in two modes, in fresh processes: "torch" (torch as shipped) and
-"cpytree" (after `cpytree.install()`). Needs no torch to import.
+"cpytree" (after `cpytree.install()`). The compile study can also compare
+"cpytree-attrs" (`COMPILE_MODES`): install() without rebinding the names torch
+modules imported from torch.utils._pytree. Needs no torch to import.
 
     check_available()            # raises Unavailable without torch or install()
     for mode in MODES: ...
+    enter("cpytree-attrs")       # in a measuring child: put the process in a mode
 """
 
 from __future__ import annotations
 
 import importlib.util
 
-__all__ = ["MODES", "Unavailable", "check_available"]
+__all__ = ["COMPILE_MODES", "MODES", "Unavailable", "check_available", "enter"]
 
 MODES = ("torch", "cpytree")
+# Every mode the compile study can run, and what it does.
+COMPILE_MODES = {
+    "torch": "torch as shipped",
+    "cpytree-attrs": "cpytree.install(rebind_imports=False): module attributes only",
+    "cpytree": "cpytree.install(): also torch modules' import-time bindings",
+}
 
 
 class Unavailable(RuntimeError):
@@ -29,3 +38,13 @@ def check_available() -> None:
 
     if not hasattr(cpytree, "install"):
         raise Unavailable("this cpytree has no install() (torch integration)")
+
+
+def enter(mode: str) -> None:
+    """Put this process in `mode` of COMPILE_MODES (install() or not)."""
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"unknown mode {mode!r}; known: {', '.join(COMPILE_MODES)}")
+    if mode != "torch":
+        import cpytree
+
+        cpytree.install(rebind_imports=(mode == "cpytree"))
