@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 try:
-    import cpytree.harness.workloads  # noqa: F401
+    import cpytree.harness.ops.workloads  # noqa: F401
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 
 
 def pytest_report_header(config):  # type: ignore[no-untyped-def]
-    from cpytree.harness import backends
+    from cpytree.harness.ops import backends
 
     lines = []
     for b in backends.discover():

@@ -3,14 +3,14 @@
     python benchmarks/dynamo_suite.py [--quick] [--sizes 10,100,1000] [--no-runtime]
                                       [case ...]
 
-Compiles every case of `cpytree.harness.dynamo_cases` (or the named cases)
+Compiles every case of `cpytree.harness.studies.dynamo_cases` (or the named cases)
 with and without `cpytree.install()`, each mode in a fresh process, and
 prints per case: Dynamo's bytecodes (torch, cpytree and the ratio), guards,
 graphs, graph breaks, whether the FX graphs and outputs are the same, and the
-compile wall time (see `cpytree.harness.dynamo_study`). Then, unless
+compile wall time (see `cpytree.harness.studies.dynamo_study`). Then, unless
 `--no-runtime`, the per-call time of eager torch paths that call pytree
 (export's module, vmap, grad, checkpoint) with and without install()
-(`cpytree.harness.runtime_bench`). Needs torch; exits 0 with a notice when it
+(`cpytree.harness.studies.runtime_bench`). Needs torch; exits 0 with a notice when it
 is missing.
 """
 
@@ -35,11 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("cases", nargs="*", help="case names (default: the whole suite)")
     args = p.parse_args(argv)
 
-    from cpytree.harness import compile_bench, dynamo_study, runtime_bench
+    from cpytree.harness.studies import dynamo_study, runtime_bench
+    from cpytree.harness.studies.modes import Unavailable, check_available
 
     try:
-        compile_bench.check_available()
-    except compile_bench.Unavailable as exc:
+        check_available()
+    except Unavailable as exc:
         print(f"dynamo suite skipped: {exc}")
         return 0
     if args.sizes:

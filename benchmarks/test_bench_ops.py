@@ -4,7 +4,7 @@ Tests are grouped by "op workload", so pytest-benchmark's table for a group
 compares the backends on one job. A missing backend, a backend that cannot
 run a workload (the floor: list/tuple/dict only; dm-tree: no custom nodes)
 and an op a backend has no equivalent for are skips with the reason. The ops
-and what each backend runs for them are `cpytree.harness.backends.OPS`.
+and what each backend runs for them are `cpytree.harness.ops.backends.OPS`.
 
     pytest benchmarks/ --benchmark-only
     pytest benchmarks/ --benchmark-only -k "resnet50 and (cpytree or floor)"
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from cpytree.harness import backends, workloads
+from cpytree.harness.ops import backends, workloads
 
 BACKENDS = {b.name: b for b in backends.discover()}
 WORKLOADS = {w.name: w for w in workloads.default_workloads()}

@@ -252,7 +252,8 @@ def _run(model: str, mode: str, profile: bool, compile_s: float, digest: str) ->
 
 
 def test_compile_summary_and_plot(tmp_path: Path) -> None:
-    from cpytree.harness import compile_bench, plots
+    from cpytree.harness import plots
+    from cpytree.harness.studies import compile_bench
 
     runs = [
         _run("mlp", mode, profile, t, "d1")
@@ -284,7 +285,7 @@ def test_compile_summary_and_plot(tmp_path: Path) -> None:
 def test_subsystem_split() -> None:
     """Pytree time goes to the nearest caller outside pytree code, through
     pytree-to-pytree edges, self-recursion, mutual recursion and builtins."""
-    from cpytree.harness.compile_child import SUBSYSTEMS, subsystem_split
+    from cpytree.harness.studies.profiling import SUBSYSTEMS, subsystem_split
 
     dyn = ("/x/torch/_dynamo/a.py", 1, "f")
     aot = ("/x/torch/_functorch/b.py", 1, "g")
@@ -325,8 +326,8 @@ def test_subsystem_split() -> None:
 
 def test_runtime_and_dynamo_sections(tmp_path: Path) -> None:
     """The runtime and Dynamo tables, terminal and Markdown, from synthetic studies."""
-    from cpytree.harness import dynamo_study, runtime_bench
     from cpytree.harness.report import write_report
+    from cpytree.harness.studies import dynamo_study, runtime_bench
 
     rt = {
         "reps": 3,

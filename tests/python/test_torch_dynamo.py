@@ -2,7 +2,7 @@
 
 Proved here:
 
-* the Dynamo suite (harness/dynamo_cases) at 10 leaves and its modules, each
+* the Dynamo suite (harness/studies/dynamo_cases) at 10 leaves and its modules, each
   mode in a fresh process: where torch answers at the tracker level itself
   (tree_map and friends over builtin containers) or the case calls no
   pytree function, Dynamo steps the same bytecodes and installs the same
@@ -36,8 +36,8 @@ import torch._dynamo
 import torch.utils._pytree as tp
 
 import cpytree
-from cpytree.harness import dynamo_study
-from cpytree.harness.dynamo_probe import counting_steps
+from cpytree.harness.studies import dynamo_study
+from cpytree.harness.studies.dynamo_probe import counting_steps
 
 pytestmark = pytest.mark.skipif(
     cpytree.ENGINE != "cpp", reason="install() needs the C++ engine (cpytree._C)"
@@ -66,7 +66,7 @@ def installed():
 
 @pytest.fixture(scope="module")
 def study():
-    from cpytree.harness import dynamo_cases
+    from cpytree.harness.studies import dynamo_cases
 
     names = [case.name for case in dynamo_cases.cases(sizes=(10,))]
     names += [f"{op}/{c}/100" for op in ("flatten_unflatten", "leaves", "tree_map") for c in
@@ -360,7 +360,7 @@ def test_spec_unflatten_falls_back_to_torchs_method_and_error():
 
 
 def _registered_variants():
-    from cpytree.harness import dynamo_cases as dc
+    from cpytree.harness.studies import dynamo_cases as dc
 
     dc._register(tp)
     t = torch.arange(3.0)

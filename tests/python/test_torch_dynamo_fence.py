@@ -27,7 +27,7 @@ import torch.utils._pytree as tp
 
 import cpytree
 from cpytree._torch.dynamo import INVENTORY, VERSIONS, _inventory
-from cpytree.harness.dynamo_probe import counting_steps
+from cpytree.harness.studies.dynamo_probe import counting_steps
 
 pytestmark = pytest.mark.skipif(
     cpytree.ENGINE != "cpp", reason="install() needs the C++ engine (cpytree._C)"

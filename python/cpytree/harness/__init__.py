@@ -10,12 +10,17 @@ Run it as `cpytree-harness` or `python -m cpytree.harness` (see `cli`):
 
 Each writes a report directory (report.md, results.json, PNG plots).
 
-Modules, one concern each: `workloads` (embedded trees), `backends` (one
-interface over every library), `timing` (interleaved rounds), `optable` and
-`scaling` (what is timed), `usertree` (--tree), `zoo`, `compile_child` and
-`compile_bench` (--compile), `results`, `tables`, `plots` and `report`
-(output), `progress` (the bar). Importing this package imports no backend;
-`backends.discover()` does.
+Two wings and what they share:
+
+* `ops/`: every op on every workload for every backend, the scaling curve
+  and `--tree` (needs nothing beyond cpytree);
+* `studies/`: the torch studies (`--compile`, the Dynamo suite, `--runtime`),
+  each measurement in a fresh child process;
+* shared: `cli` (the command line), `child` (spawning and serving measuring
+  children), `usercode` (`module:callable` of `--tree` and `--model`),
+  `progress` (the bar), `report` and `plots` (the report directory).
+
+Importing this package imports no backend; `ops.backends.discover()` does.
 """
 
 from __future__ import annotations

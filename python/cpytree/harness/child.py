@@ -5,7 +5,7 @@ A child module defines `run(config) -> dict` and ends with
 The child prints its result as the last line of stdout, after `MARKER`, so
 whatever torch prints before it does not matter.
 
-    result = spawn("cpytree.harness.dynamo_probe", {"mode": "torch", "cases": [...]})
+    result = spawn("cpytree.harness.studies.dynamo_probe", {"mode": "torch", "cases": [...]})
 """
 
 from __future__ import annotations

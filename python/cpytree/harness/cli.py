@@ -18,6 +18,15 @@ default `harness-report/`: report.md, results.json, PNG plots):
   Dynamo's bytecodes and guards, graph breaks, outputs, the compiled call's
   time and the pytree time of the compile by calling torch subsystem (no
   zoo, suite or runtime section);
+* `--compile` with `--compile-modes torch,cpytree-attrs,cpytree` and/or
+  `--backward`: the same study comparing install() with and without the
+  rebinding of torch modules' import-time names, timing the first call
+  and its backward (`--models block,stack`: a transformer block and a
+  stack of six, beside the zoo); `--compile --warm`: warm compiles in one
+  process, modes interleaved (`compile_warm`); `--compile --replay
+  [--cold]`: one compile's pytree calls recorded and replayed with torch's
+  and cpytree's functions (`compile_replay`); the last two run only that
+  measurement (default model: block);
 * `--runtime`: eager torch paths that call pytree (export's module,
   torch.func, checkpoint, a compiled module's call, transformers generate,
   DTensor dispatch and an FSDP2 step on 2 gloo ranks of 127.0.0.1), per
@@ -36,6 +45,10 @@ Usage:
     cpytree-harness --tree mypkg.models:make_model
     cpytree-harness --compile --models mlp,nested-io --compile-reps 3
     cpytree-harness --compile --model path/to/mymodel.py:make --quick
+    cpytree-harness --compile --models block --compile-backend aot_eager --backward \
+        --compile-modes torch,cpytree-attrs,cpytree --compile-reps 7 --no-dynamo --no-runtime
+    cpytree-harness --compile --warm --compile-backend aot_eager --compile-reps 7
+    cpytree-harness --compile --replay --cold --models block,stack --compile-backend aot_eager
     cpytree-harness --runtime
     cpytree-harness --runtime --runtime-cases dtensor-ops,fsdp2-step
 """
@@ -51,12 +64,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import backends as backends_mod, scaling as scaling_mod, tables, workloads as workloads_mod
-from .optable import plan_ops, torch_leaves
+from .ops import (
+    backends as backends_mod,
+    scaling as scaling_mod,
+    tables,
+    workloads as workloads_mod,
+)
+from .ops.optable import plan_ops, torch_leaves
+from .ops.results import OpResults, ScalingResults, machine_info
+from .ops.timing import run_cells, total_steps
 from .progress import ProgressBar
 from .report import write_report
-from .results import OpResults, ScalingResults, machine_info
-from .timing import run_cells, total_steps
 
 __all__ = ["main"]
 
@@ -121,6 +139,28 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--compile-backend", default="inductor", metavar="NAME", help="--compile: backend"
     )
+    p.add_argument(
+        "--compile-modes",
+        metavar="MODE,...",
+        help="--compile: modes compared, the first the base (default torch,cpytree; "
+        "also cpytree-attrs: install(rebind_imports=False))",
+    )
+    p.add_argument(
+        "--backward", action="store_true", help="--compile: time the first call and its backward"
+    )
+    p.add_argument(
+        "--warm",
+        action="store_true",
+        help="--compile: warm compiles (forward+backward) in one process, modes interleaved",
+    )
+    p.add_argument(
+        "--replay",
+        action="store_true",
+        help="--compile: replay one compile's pytree calls with torch's and cpytree's functions",
+    )
+    p.add_argument(
+        "--cold", action="store_true", help="--replay: record the first compile of the process"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--list", action="store_true", help="list workloads, backends, models")
     return p.parse_args(argv)
@@ -142,11 +182,12 @@ def _list(backends: list[backends_mod.Backend]) -> str:
     out.append("backends:")
     out += _backend_lines(backends)
     out.append(f"ops: {', '.join(backends_mod.OPS)}")
-    from .compile_bench import MODELS
+    from .studies.compile_bench import EXTRA_MODELS, MODELS
 
     out.append("--compile models:")
     out += [f"  {name:<12} {what}" for name, what in MODELS.items()]
-    from .runtime_bench import CASES
+    out += [f"  {name:<12} {what} (when named)" for name, what in EXTRA_MODELS.items()]
+    from .studies.runtime_bench import CASES
 
     out.append("--runtime cases:")
     out += [f"  {name:<17} {what}" for name, what in CASES.items()]
@@ -193,7 +234,7 @@ def _finish(
 
 def _dynamo(cases: list[str] | None, sizes: tuple[int, ...]) -> tuple[dict[str, Any], str, str]:
     """The Dynamo suite (or the given cases): (results, terminal text, Markdown)."""
-    from . import dynamo_study
+    from .studies import dynamo_study
 
     what = ", ".join(cases) if cases else f"the suite at {'/'.join(map(str, sizes))} leaves"
     print(f"Dynamo: {what}, with and without install()...", file=sys.stderr, flush=True)
@@ -210,7 +251,7 @@ def _dynamo(cases: list[str] | None, sizes: tuple[int, ...]) -> tuple[dict[str, 
 
 
 def _runtime(args: argparse.Namespace) -> tuple[dict[str, Any], str, str]:
-    from . import runtime_bench
+    from .studies import runtime_bench
 
     study = runtime_bench.run(
         cases=_split(args.runtime_cases),
@@ -221,26 +262,55 @@ def _runtime(args: argparse.Namespace) -> tuple[dict[str, Any], str, str]:
     return study, runtime_bench.terminal(study), runtime_bench.markdown(study)
 
 
+def _in_process(
+    args: argparse.Namespace, models: list[str], modes: tuple[str, ...]
+) -> tuple[dict[str, Any], str, str]:
+    """--warm or --replay: (results, terminal text, Markdown)."""
+    if args.warm:
+        from .studies import compile_warm
+
+        reps = args.compile_reps or (2 if args.quick else 7)
+        study = compile_warm.run(models, args.compile_backend, reps, modes)
+        return study, compile_warm.terminal(study), compile_warm.markdown(study)
+    from .studies import compile_replay
+
+    study = compile_replay.run(models, args.compile_backend, cold=args.cold)
+    return study, compile_replay.terminal(study), compile_replay.markdown(study)
+
+
 def _run_compile(args: argparse.Namespace, meta: dict[str, Any], t0: float) -> int:
-    from . import compile_bench
+    from .studies import compile_bench
+    from .studies.modes import MODES, Unavailable, check_available
 
     phases = meta["phases_s"]
     report: dict[str, Any] = {}
+    in_process = args.warm or args.replay
     try:
         if args.runtime_cases:  # names before torch: a typo is reported either way
-            from .runtime_bench import check_case_names
+            from .studies.runtime_bench import check_case_names
 
             check_case_names(_split(args.runtime_cases))
-        compile_bench.check_available()
+        models = [args.model] if args.model else _split(args.models)
+        modes = tuple(_split(args.compile_modes) or MODES)
         if args.compile:
+            compile_bench.check_names(models or [], modes)
+        check_available()
+        if args.compile and in_process:
             t1 = time.monotonic()
-            models = [args.model] if args.model else _split(args.models)
+            study, terminal, markdown = _in_process(args, models or ["block"], modes)
+            print(terminal, flush=True)
+            report.update(compile_study=study, compile_markdown=markdown)
+            phases["compile"] = time.monotonic() - t1
+        elif args.compile:
+            t1 = time.monotonic()
             study, terminal, markdown = compile_bench.run(
                 models=models,
                 reps=args.compile_reps,
                 backend=args.compile_backend,
                 quick=args.quick,
                 progress=not args.no_progress,
+                modes=modes,
+                backward=args.backward,
             )
             meta["settings"] = study["settings"]
             print(terminal, flush=True)
@@ -254,14 +324,14 @@ def _run_compile(args: argparse.Namespace, meta: dict[str, Any], t0: float) -> i
                 print(terminal, flush=True)
                 report.update(dynamo=dyn, dynamo_markdown=markdown)
                 phases["dynamo"] = time.monotonic() - t1
-        if args.runtime or (args.compile and not (args.model or args.no_runtime)):
+        if args.runtime or (args.compile and not (args.model or args.no_runtime or in_process)):
             t1 = time.monotonic()
             rt, terminal, markdown = _runtime(args)
             print()
             print(terminal, flush=True)
             report.update(runtime=rt, runtime_markdown=markdown)
             phases["runtime"] = time.monotonic() - t1
-    except compile_bench.Unavailable as exc:
+    except Unavailable as exc:
         print(
             f"cpytree-harness --{'compile' if args.compile else 'runtime'}: {exc}", file=sys.stderr
         )
@@ -281,6 +351,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.model and not args.compile:
         print("cpytree-harness: --model goes with --compile", file=sys.stderr)
         return 2
+    compile_only = [
+        f"--{name.replace('_', '-')}"
+        for name in ("compile_modes", "backward", "warm", "replay")
+        if getattr(args, name)
+    ]
+    if compile_only and not args.compile:
+        print(f"cpytree-harness: {', '.join(compile_only)} goes with --compile", file=sys.stderr)
+        return 2
+    if args.warm and args.replay:
+        print("cpytree-harness: --warm or --replay, not both", file=sys.stderr)
+        return 2
+    if args.cold and not args.replay:
+        print("cpytree-harness: --cold goes with --replay", file=sys.stderr)
+        return 2
     if args.model and ":" not in args.model:
         print(
             f"cpytree-harness: --model wants module:callable, got {args.model!r}", file=sys.stderr
@@ -291,7 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         backends = backends_mod.discover(_split(args.backends))
         if args.tree:
-            from .usertree import load_workload
+            from .ops.usertree import load_workload
 
             workloads = [load_workload(args.tree)]
             expected = torch_leaves(backends)

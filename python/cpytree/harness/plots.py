@@ -28,7 +28,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from .results import OpResults, ScalingResults
+from .ops.results import OpResults, ScalingResults
 
 __all__ = [
     "available",

@@ -17,9 +17,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import plots, tables
-from .backends import Backend
-from .results import OpResults, ScalingResults
+from . import plots
+from .ops import tables
+from .ops.backends import Backend
+from .ops.results import OpResults, ScalingResults
 
 __all__ = ["write_report"]
 

@@ -8,7 +8,7 @@
   call of a pytree function, nested ones included (`fn_calls`: the pytree
   work; torch's Python pytree makes several per node, the engine one per
   call), and the share of the profiled time spent in pytree functions
-  (`share`, self time plus the builtins they call, as `compile_child`
+  (`share`, self time plus the builtins they call, as `profiling`
   counts it), with the functions that take most of it (`top`).
 
 "Pytree functions" are those of torch.utils._pytree, torch.fx._pytree,
@@ -29,6 +29,8 @@ import statistics
 import time
 from collections.abc import Callable
 from typing import Any
+
+from .profiling import cpytree_dir, harness_dir, is_pytree, label, pytree_profile
 
 __all__ = ["count", "count_calls", "per_call"]
 
@@ -72,8 +74,6 @@ def count(fn: Callable[[], Any], calls: int = 20, profile: bool = True) -> dict[
     import cProfile
     import pstats
 
-    from .compile_child import _cpytree_dir, _is_pytree, _label, _pytree_profile
-
     if not profile:
         for _ in range(calls):
             fn()
@@ -83,19 +83,16 @@ def count(fn: Callable[[], Any], calls: int = 20, profile: bool = True) -> dict[
     for _ in range(calls):
         fn()
     prof.disable()
-    summary = _pytree_profile(prof)
+    summary = pytree_profile(prof)
     # key -> (cc, nc, tt, ct, callers); `stats` is undocumented, so not in typeshed.
     stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
-    import os
-
-    cdir = _cpytree_dir()
-    hdir = os.path.dirname(os.path.abspath(__file__))
+    cdir, hdir = cpytree_dir(), harness_dir()
     fn_calls = 0
     per_fn: dict[str, list[float]] = {}
     for key, (_, nc, tt, _, _) in stats.items():
-        if _is_pytree(key, cdir, hdir):
+        if is_pytree(key, cdir, hdir):
             fn_calls += nc
-            entry = per_fn.setdefault(_label(key), [0.0, 0.0])
+            entry = per_fn.setdefault(label(key), [0.0, 0.0])
             entry[0] += nc
             entry[1] += tt
     total = summary["profiled_total_s"] or 1.0

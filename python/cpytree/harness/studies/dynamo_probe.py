@@ -13,7 +13,7 @@ For each case of `dynamo_cases` (or a user's model), in this process:
 
 Run as a child of `dynamo_study` so that each mode gets a fresh process:
 
-    python -m cpytree.harness.dynamo_probe '{"mode": "cpytree", "cases": [...]}'
+    python -m cpytree.harness.studies.dynamo_probe '{"mode": "cpytree", "cases": [...]}'
 
 Mode "cpytree" calls `cpytree.install()` before `torch._dynamo` is imported
 (install() is lazy: Dynamo learns about it on import), "torch" leaves torch
@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .child import serve
+from ..child import serve
 
 
 @contextmanager
@@ -154,7 +154,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         if case is not None:
             fn, args = dynamo_cases.build(case)
         else:  # module:callable, a user's model
-            from .usertree import load_callable
+            from ..usercode import load_callable
 
             fn, args = _user_model(load_callable(name, "--model"))
         row = measure(fn, args)

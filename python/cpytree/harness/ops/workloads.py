@@ -16,7 +16,7 @@ ResNet152 4932, ViT-H/14 3420.
 
 Usage:
 
-    from cpytree.harness import workloads
+    from cpytree.harness.ops import workloads
     for w in workloads.default_workloads():
         tree = w.build()
         print(w.name, w.nodes, workloads.count_nodes(tree))
@@ -64,8 +64,8 @@ Containers = collections.namedtuple("Containers", ["parameters", "buffers"])
 # The namedtuples above with the serialized names backends that write
 # protocol-1 JSON (treespec_dumps) are given for them.
 NAMEDTUPLES: tuple[tuple[type, str], ...] = (
-    (Tensors, "cpytree.harness.workloads.Tensors"),
-    (Containers, "cpytree.harness.workloads.Containers"),
+    (Tensors, "cpytree.harness.ops.workloads.Tensors"),
+    (Containers, "cpytree.harness.ops.workloads.Containers"),
 )
 
 
@@ -132,7 +132,7 @@ CUSTOM_NODES: tuple[CustomNode, ...] = (
         ModuleNode,
         _module_node_flatten,
         _module_node_unflatten,
-        "cpytree.harness.workloads.ModuleNode",
+        "cpytree.harness.ops.workloads.ModuleNode",
         lambda node: node.keys,
     ),
 )

@@ -25,7 +25,7 @@ each mode.
     study = run(reps=3)
     print(terminal(study))
 
-The child: `python -m cpytree.harness.runtime_bench '{"mode": "cpytree", ...}'`;
+The child: `python -m cpytree.harness.studies.runtime_bench '{"mode": "cpytree", ...}'`;
 the last line of its stdout is `RESULT <json>`.
 """
 
@@ -34,8 +34,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .child import ChildFailed, serve, spawn
-from .compile_bench import MODES, check_available
+from ..child import ChildFailed, serve, spawn
+from .modes import MODES, check_available
 from .runtime_cases import CASES, DIST_CASES, build
 from .runtime_measure import count, count_calls, per_call
 
@@ -80,7 +80,7 @@ def child(config: dict[str, Any]) -> dict[str, Any]:
 
 def _spawn(config: dict[str, Any]) -> dict[str, Any]:
     try:
-        return spawn("cpytree.harness.runtime_bench", config, _TIMEOUT_S)
+        return spawn("cpytree.harness.studies.runtime_bench", config, _TIMEOUT_S)
     except ChildFailed as exc:
         return {"mode": config["mode"], "seconds": {}, "errors": {"*": str(exc)}}
 
@@ -99,7 +99,7 @@ def run(
     cases: list[str] | None = None, reps: int = 3, quick: bool = False, progress: bool = True
 ) -> dict[str, Any]:
     """Time and count the cases in both modes, `reps` fresh processes per mode."""
-    from .progress import ProgressBar
+    from ..progress import ProgressBar
 
     names = check_case_names(cases)
     check_available()

@@ -18,8 +18,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .child import spawn
-from .compile_bench import MODES, Unavailable, check_available
+from ..child import spawn
+from .modes import MODES, Unavailable, check_available
 
 __all__ = ["markdown", "run", "terminal"]
 
@@ -29,7 +29,8 @@ _COUNTS = ("bytecodes", "guards", "graphs", "graph_breaks")
 
 def _child(mode: str, names: Sequence[str]) -> dict[str, Any]:
     config = {"mode": mode, "cases": list(names)}
-    return spawn("cpytree.harness.dynamo_probe", config, _TIMEOUT_S)  # ChildFailed: no result
+    # Raises ChildFailed when the child gives no result.
+    return spawn("cpytree.harness.studies.dynamo_probe", config, _TIMEOUT_S)
 
 
 def compare(torch_row: dict[str, Any], cpytree_row: dict[str, Any]) -> dict[str, Any]:
@@ -127,7 +128,7 @@ def markdown(study: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m cpytree.harness.dynamo_study [case ...]`: the table on the terminal."""
+    """`python -m cpytree.harness.studies.dynamo_study [case ...]`: the table on the terminal."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         study = run(cases=args or None)

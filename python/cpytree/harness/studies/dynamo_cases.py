@@ -345,7 +345,7 @@ _MODULES: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
 }
 
 
-# The models of `cpytree-harness --compile` (harness/zoo.py), traced as they are.
+# The models of `cpytree-harness --compile` (harness/studies/zoo.py), traced as they are.
 _ZOO = ("mlp", "resnet", "transformer", "nested-io")
 
 

@@ -2,7 +2,7 @@
 
 `run_case(name, config)` runs one case of `runtime_cases.DIST_CASES` on a
 process group of its own: two fresh interpreters
-(`python -m cpytree.harness.runtime_dist`, the measuring children's
+(`python -m cpytree.harness.studies.runtime_dist`, the measuring children's
 environment), on a free TCP port of 127.0.0.1 (gloo bound to the loopback
 interface), each installing cpytree or not as `config["mode"]` says, before
 torch.distributed is used. Both ranks time the same number of calls (they
@@ -26,7 +26,7 @@ import tempfile
 import time
 from typing import Any
 
-from .child import child_env
+from ..child import child_env
 
 __all__ = ["run_case"]
 
@@ -141,7 +141,10 @@ def _last_words(name: str, rank: int, log: Any) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """A rank: `python -m cpytree.harness.runtime_dist '[rank, name, config, port, out]'`."""
+    """A rank: `python -m cpytree.harness.studies.runtime_dist ARGS`.
+
+    ARGS is the JSON list `[rank, name, config, port, out]`.
+    """
     rank, name, config, port, out = json.loads((sys.argv[1:] if argv is None else argv)[0])
     _rank(rank, name, config, port, out)
     return 0

@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from time import perf_counter
 from typing import Any
 
+from ..progress import ProgressBar
 from .backends import Backend, Operands
-from .progress import ProgressBar
 from .results import ScalingResults
 from .timing import Cell, run_cells, total_steps
 from .workloads import Leaf, _deep

@@ -31,7 +31,7 @@ from itertools import repeat
 from time import perf_counter
 from typing import Any
 
-from .progress import ProgressBar
+from ..progress import ProgressBar
 
 __all__ = ["Cell", "run_cells", "total_steps"]
 

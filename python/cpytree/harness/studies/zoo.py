@@ -14,11 +14,19 @@ batch norm on running statistics) so outputs are deterministic.
                returns {"pred": Prediction dataclass holding a dict with a
                namedtuple, "totals": [tensor]}: the pytree-heavy calling
                convention of real models
+* block        a pre-norm transformer block (LayerNorm, 4-head
+               nn.MultiheadAttention, GELU MLP; d 32); input (2, 5, 32)
+* stack        six such blocks; input (2, 5, 32)
+
+`block` and `stack` are not in the default `--compile` set: they are the
+models of the install() variants study (`--compile-modes`, `--backward`,
+`--warm`, `--replay`), which compiles forward and backward.
 
 Usage:
 
     model, inputs = zoo.build("mlp")
     out = model(*inputs)
+    loss(out).backward()          # after requires_grad(inputs), for the inputs' grads too
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
-__all__ = ["NAMES", "Features", "Pair", "Prediction", "build"]
+__all__ = ["NAMES", "Features", "Pair", "Prediction", "build", "loss", "requires_grad"]
 
 Pair = collections.namedtuple("Pair", ["a", "b"])
 
@@ -111,12 +119,42 @@ class NestedIO(nn.Module):
         return {"pred": pred, "totals": [h.sum()]}
 
 
+class Block(nn.Module):
+    """Pre-norm transformer block: x + attn(ln1(x)), then + ff(ln2(x))."""
+
+    def __init__(self, d: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.ff = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.ln1(x)
+        a, _ = self.attn(h, h, h, need_weights=False)
+        x = x + a
+        out: torch.Tensor = x + self.ff(self.ln2(x))
+        return out
+
+
+class Stack(nn.Module):
+    """`n` Blocks in a row."""
+
+    def __init__(self, n: int = 6) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(Block() for _ in range(n))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
 def _inputs(name: str) -> tuple[Any, ...]:
     if name == "mlp":
         return (torch.randn(2, 16),)
     if name == "resnet":
         return (torch.randn(1, 3, 16, 16),)
-    if name == "transformer":
+    if name in ("transformer", "block", "stack"):
         return (torch.randn(2, 5, 32),)
     batch = {
         "features": Features(torch.randn(2, 8), (torch.rand(2, 16) > 0.2).float()),
@@ -139,10 +177,14 @@ def _model(name: str) -> nn.Module:
         )
     if name == "nested-io":
         return NestedIO()
+    if name == "block":
+        return Block()
+    if name == "stack":
+        return Stack()
     raise KeyError(f"unknown model {name!r}; known: {', '.join(NAMES)}")
 
 
-NAMES = ("mlp", "resnet", "transformer", "nested-io")
+NAMES = ("mlp", "resnet", "transformer", "nested-io", "block", "stack")
 
 
 def build(name: str, seed: int = 0) -> tuple[nn.Module, tuple[Any, ...]]:
@@ -150,3 +192,34 @@ def build(name: str, seed: int = 0) -> tuple[nn.Module, tuple[Any, ...]]:
     torch.manual_seed(seed)
     model = _model(name).eval()
     return model, _inputs(name)
+
+
+def _tensors(obj: Any) -> list[torch.Tensor]:
+    """The tensors of a model's inputs or outputs, in order, without pytree
+    functions (whose cost install() changes)."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, dict):
+        return [t for v in obj.values() for t in _tensors(v)]
+    if isinstance(obj, (list, tuple)):
+        return [t for v in obj for t in _tensors(v)]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return [t for f in dataclasses.fields(obj) for t in _tensors(getattr(obj, f.name))]
+    return []
+
+
+def requires_grad(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`inputs`, their floating-point tensors now requiring grad (in place)."""
+    for t in _tensors(inputs):
+        if t.is_floating_point():
+            t.requires_grad_()
+    return inputs
+
+
+def loss(out: Any) -> torch.Tensor:
+    """A scalar to call backward() on: the sum of every tensor of `out`."""
+    tensors = _tensors(out)
+    total = tensors[0].sum()
+    for t in tensors[1:]:
+        total = total + t.sum()
+    return total

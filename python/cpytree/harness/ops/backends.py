@@ -49,7 +49,7 @@ are registered with every backend that can register them, once per process.
 
 Usage:
 
-    from cpytree.harness import backends
+    from cpytree.harness.ops import backends
     for b in backends.discover():
         print(b.name, b.available, b.reason)
 """
@@ -282,7 +282,7 @@ def _register_torch_style(key: str, mod: Any, supported: Any, nodes: Iterable[Cu
 def _source_reference() -> ModuleType:
     """cpytree/_reference.py loaded from beside this package, when the package
     itself cannot be imported (development before the engine lands)."""
-    path = Path(__file__).resolve().parent.parent / "_reference.py"
+    path = Path(__file__).resolve().parents[2] / "_reference.py"
     if not path.is_file():
         raise ImportError(f"no {path}")
     spec = importlib.util.spec_from_file_location("cpytree._reference", path)

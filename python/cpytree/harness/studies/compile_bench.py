@@ -13,6 +13,15 @@ For each model of `zoo` (torch.nn only, compiled on CPU) the study runs:
 3. profiled runs per mode under cProfile: the time spent inside pytree
    functions during the compile and the number of calls into them.
 
+Options compare install() variants on forward and backward compiles:
+`modes` may add "cpytree-attrs" (`modes.COMPILE_MODES`: install() without
+rebinding torch modules' import-time names), `backward=True` times the
+first call plus backward() of its outputs' sum, and `EXTRA_MODELS` (a
+transformer block and a stack of six) may be named beside `MODELS`.
+`compile_warm` (warm compiles in one process) and `compile_replay` (one
+compile's pytree calls replayed) are the two in-process measurements of
+the same question.
+
 Each child runs with one intra-op thread and in-process Inductor compilation
 (`OMP_NUM_THREADS=1`, `TORCHINDUCTOR_COMPILE_THREADS=1`), so that two cores
 shared with other work give repeatable numbers. See `compile_child` for what
@@ -21,19 +30,20 @@ one run measures.
 Usage:
 
     study, terminal_text, markdown_text = run(models=["mlp"], reps=3)
+    run(models=["block"], backend="aot_eager", modes=tuple(COMPILE_MODES), backward=True)
 """
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from .child import ChildFailed, child_env, spawn
-from .progress import ProgressBar
+from ..child import ChildFailed, child_env, spawn
+from ..progress import ProgressBar
+from .modes import COMPILE_MODES, MODES, Unavailable, check_available
 
-__all__ = ["MODELS", "MODES", "Unavailable", "check_available", "run"]
+__all__ = ["EXTRA_MODELS", "MODELS", "run"]
 
 # Model name -> what it is (zoo.py builds them; this table needs no torch).
 MODELS = {
@@ -43,46 +53,60 @@ MODELS = {
     "nested-io": "dict of dataclass/namedtuple/list in, tree_map in forward, "
     "dict of dataclass/namedtuple out",
 }
-MODES = ("torch", "cpytree")
+# Models run only when named (zoo.py builds them too).
+EXTRA_MODELS = {
+    "block": "pre-norm transformer block (LayerNorm, 4-head attention, GELU MLP), input (2, 5, 32)",
+    "stack": "six such blocks, input (2, 5, 32)",
+}
 _TIMEOUT_S = 900
 
 
-class Unavailable(RuntimeError):
-    """The compile study cannot run here (no torch, or no cpytree.install())."""
+KNOWN = {**MODELS, **EXTRA_MODELS}
 
 
-def check_available() -> None:
-    """Raise Unavailable when the compile studies cannot run here."""
-    if importlib.util.find_spec("torch") is None:
-        raise Unavailable("torch is not installed (pip install torch==2.13.0)")
-    import cpytree
-
-    if not hasattr(cpytree, "install"):
-        raise Unavailable("this cpytree has no install() (torch integration)")
+def check_names(models: Sequence[str], modes: Sequence[str] = MODES) -> None:
+    """Unavailable naming an unknown model or mode (needs no torch)."""
+    unknown = [m for m in models if m not in KNOWN and ":" not in m]
+    if unknown:
+        raise Unavailable(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(KNOWN)}")
+    bad = [m for m in modes if m not in COMPILE_MODES]
+    if bad or len(modes) < 2:
+        raise Unavailable(
+            f"--compile-modes: {', '.join(bad) or 'give two or more'}; "
+            f"known: {', '.join(COMPILE_MODES)}"
+        )
 
 
 def _child(config: dict[str, Any]) -> dict[str, Any]:
     try:
-        result = spawn("cpytree.harness.compile_child", config, _TIMEOUT_S)
+        result = spawn("cpytree.harness.studies.compile_child", config, _TIMEOUT_S)
     except ChildFailed as exc:
         return dict(config, error=str(exc))
     return dict(result, warmup=config.get("warmup", False))
 
 
 def _plan(
-    models: list[str], reps: int, profile_reps: int, backend: str, warmup: bool
+    models: list[str],
+    reps: int,
+    profile_reps: int,
+    backend: str,
+    warmup: bool,
+    modes: Sequence[str] = MODES,
+    backward: bool = False,
 ) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = []
-    base = {"backend": backend}
+    base: dict[str, Any] = {"backend": backend}
+    if backward:
+        base["backward"] = True
     if warmup:
         runs += [dict(base, model=m, mode="torch", profile=False, warmup=True) for m in models]
     for rep in range(reps):
         for i, m in enumerate(models):
-            order = MODES if (rep + i) % 2 == 0 else MODES[::-1]
+            order = modes if (rep + i) % 2 == 0 else modes[::-1]
             runs += [dict(base, model=m, mode=mode, profile=False) for mode in order]
     for rep in range(profile_reps):
         for i, m in enumerate(models):
-            order = MODES if (rep + i) % 2 == 0 else MODES[::-1]
+            order = modes if (rep + i) % 2 == 0 else modes[::-1]
             runs += [dict(base, model=m, mode=mode, profile=True) for mode in order]
     return runs
 
@@ -93,11 +117,13 @@ def _stat(values: list[float]) -> dict[str, float] | None:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def _summarize(runs: list[dict[str, Any]], models: list[str]) -> list[dict[str, Any]]:
+def _summarize(
+    runs: list[dict[str, Any]], models: list[str], modes: Sequence[str] = MODES
+) -> list[dict[str, Any]]:
     rows = []
     for m in models:
         digests = {r["digest"] for r in runs if r["model"] == m and "digest" in r}
-        for mode in MODES:
+        for mode in modes:
             mine = [r for r in runs if r["model"] == m and r["mode"] == mode and "error" not in r]
             plain = [r for r in mine if not r["profile"] and not r.get("warmup")]
             prof = [r for r in mine if r["profile"]]
@@ -204,7 +230,9 @@ _COLUMNS = (
 
 
 def _table_rows(summary: list[dict[str, Any]]) -> list[list[str]]:
-    base_of = {r["model"]: r for r in summary if r["mode"] == "torch"}
+    base_of: dict[str, dict[str, Any]] = {}
+    for r in summary:  # each model's first mode (torch unless told otherwise)
+        base_of.setdefault(r["model"], r)
     rows = []
     for r in summary:
         base = base_of.get(r["model"])
@@ -229,15 +257,22 @@ def _table_rows(summary: list[dict[str, Any]]) -> list[list[str]]:
 
 
 def _headline(summary: list[dict[str, Any]]) -> list[str]:
+    """Per model, each mode against the first (torch): one line each."""
     out = []
     by = {(r["model"], r["mode"]): r for r in summary}
-    for m in dict.fromkeys(r["model"] for r in summary):
-        t, c = by.get((m, "torch")), by.get((m, "cpytree"))
+    modes = list(dict.fromkeys(r["mode"] for r in summary))
+    pairs = [
+        (m, mode, by.get((m, modes[0])), by.get((m, mode)))
+        for m in dict.fromkeys(r["model"] for r in summary)
+        for mode in modes[1:]
+    ]
+    for m, mode, t, c in pairs:
         if not t or not c or not t["compile_s"] or not c["compile_s"]:
             continue
+        name = m if len(modes) == 2 else f"{m} {mode}"
         parts = [
             (
-                f"{m}: compile {t['compile_s']['median']:.2f} s"
+                f"{name}: compile {t['compile_s']['median']:.2f} s"
                 f" -> {c['compile_s']['median']:.2f} s "
                 f"({(c['compile_s']['median'] / t['compile_s']['median'] - 1) * 100:+.1f}%)"
             )
@@ -262,9 +297,11 @@ def _headline(summary: list[dict[str, Any]]) -> list[str]:
 def _terminal(study: dict[str, Any]) -> str:
     rows = _table_rows(study["summary"])
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(_COLUMNS)]
+    backward = " and backward" if study["settings"].get("backward") else ""
     lines = [
         (
-            f"torch.compile(backend={study['backend']!r}) first call, median [min-max] over "
+            f"torch.compile(backend={study['backend']!r}) first call{backward}, median "
+            "[min-max] over "
             f"{study['settings']['reps']} fresh processes per mode; pytree time from "
             f"{study['settings']['profile_reps']} profiled run(s) per mode"
         ),
@@ -284,9 +321,27 @@ def _terminal(study: dict[str, Any]) -> str:
 
 def _markdown(study: dict[str, Any]) -> str:
     s = study["settings"]
+    modes = list(dict.fromkeys(r["mode"] for r in study["summary"]))
     md = [
         "## torch.compile with and without cpytree.install()",
         "",
+        *(
+            [
+                "Modes: " + "; ".join(f"*{m}*: {COMPILE_MODES.get(m, m)}" for m in modes) + ".",
+                "",
+            ]
+            if modes and list(modes) != list(MODES)
+            else []
+        ),
+        *(
+            [
+                "Timed: the first call and backward() of the sum of its outputs (inputs "
+                "require grad), so the backward graph compiles too.",
+                "",
+            ]
+            if s.get("backward")
+            else []
+        ),
         f"Backend `{study['backend']}` on CPU, torch {study.get('torch_version', '?')}. Each "
         f"model compiled in a fresh process: {s['reps']} plain run(s) and "
         f"{s['profile_reps']} cProfile run(s) per mode, modes alternating which goes first"
@@ -329,7 +384,7 @@ def _markdown(study: dict[str, Any]) -> str:
             "",
             "Pytree time during the profiled compile by the torch subsystem that called it "
             "(ms; each pytree function's time goes to its nearest caller outside pytree "
-            "code, see `compile_child.subsystem_split`):",
+            "code, see `profiling.subsystem_split`):",
             "",
             "| model | mode | " + " | ".join(names) + " | total |",
             "|" + "---|" * (len(names) + 3),
@@ -353,17 +408,20 @@ def run(
     backend: str = "inductor",
     quick: bool = False,
     progress: bool = True,
+    modes: Sequence[str] = MODES,
+    backward: bool = False,
 ) -> tuple[dict[str, Any], str, str]:
-    """Run the study; returns (results for results.json, terminal text, Markdown)."""
+    """Run the study; returns (results for results.json, terminal text, Markdown).
+
+    `modes`: of `COMPILE_MODES`, the first is the base of the comparisons;
+    `backward`: time the first call and the backward() of its outputs' sum."""
     check_available()
     names = list(models) if models else list(MODELS)
-    unknown = [m for m in names if m not in MODELS and ":" not in m]
-    if unknown:
-        raise Unavailable(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    check_names(names, modes)
     reps = reps if reps is not None else (1 if quick else 3)
     profile_reps = 1 if quick or reps < 3 else 2
     warmup = not quick
-    plan = _plan(names, reps, profile_reps, backend, warmup)
+    plan = _plan(names, reps, profile_reps, backend, warmup, modes, backward)
     bar = ProgressBar(len(plan), label="compiling", enabled=None if progress else False)
     runs = []
     try:
@@ -379,16 +437,18 @@ def run(
     study = {
         "backend": backend,
         "torch_version": torch_version,
-        "models": {m: MODELS.get(m, "--model: the user's model") for m in names},
+        "models": {m: KNOWN.get(m, "--model: the user's model") for m in names},
         "settings": {
             "reps": reps,
             "profile_reps": profile_reps,
             "warmup": warmup,
+            "modes": list(modes),
+            "backward": backward,
             "env": {
                 k: child_env()[k] for k in ("OMP_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS")
             },
         },
         "runs": runs,
-        "summary": _summarize(runs, names),
+        "summary": _summarize(runs, names, modes),
     }
     return study, _terminal(study), _markdown(study)
