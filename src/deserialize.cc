@@ -28,8 +28,8 @@
 #include "intern.h"
 #include "registry.h"
 #include "serialize.h"
-#include "spec_model.h"
 #include "spec_builder.h"
+#include "spec_model.h"
 
 namespace cpytree {
 namespace {

@@ -21,8 +21,8 @@
 #include "children.h"
 #include "cpytree/internal/py_format.h"
 #include "registry.h"
-#include "spec_model.h"
 #include "spec_builder.h"
+#include "spec_model.h"
 
 namespace cpytree {
 

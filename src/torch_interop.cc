@@ -6,8 +6,8 @@
 #include <functional>
 #include <vector>
 
-#include "spec_model.h"
 #include "spec_builder.h"
+#include "spec_model.h"
 
 namespace cpytree {
 

@@ -7,11 +7,11 @@
 
 #include "args.h"
 #include "children.h"
-#include "spec_walk.h"
 #include "intern.h"
 #include "registry.h"
 #include "spec_compare.h"
 #include "spec_model.h"
+#include "spec_walk.h"
 #include "torch_interop.h"
 #include "unflatten.h"
 
