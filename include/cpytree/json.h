@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <memory>
 #include <string>
@@ -205,308 +206,404 @@ struct SchemaPath {
   }
 };
 
-// Reads protocol-1 schemas into SpecData (nodes post-order, items pre-order).
+// True when `key` is `name` (a literal; a fixed-size compare the compiler inlines).
+template <std::size_t N>
+bool KeyIs(std::string_view key, const char (&name)[N]) {
+  return key.size() == N - 1 && std::memcmp(key.data(), name, N - 1) == 0;
+}
+
+// Reads protocol-1 schemas into SpecData (nodes post-order, items pre-order):
+// the one reader of both of Loads' paths. `Doc` is how the document is read:
+//  - ValueDoc, the reference: the document as Values (nlohmann's parser).
+//    Accepts everything torch's treespec_loads accepts for the supported
+//    types; on anything else Fail throws ParseError with the JSON path.
+//  - SimdjsonDoc, the fast path: simdjson's DOM read in place (only context
+//    items become Values). Fail declines (Read returns false), as does every
+//    shape it leaves to the reference (extra or repeated members, values
+//    beyond what FastValue reads, deep nesting); Loads then reads the text
+//    again with ValueDoc, which accepts it or throws. So what the fast path
+//    accepts, it reads as the reference would.
+// A Doc gives: Element, List, Decoded; IsNull, String, Int, AsList, Size,
+// ForEach, Object (checks an object, with `exact` members or any number),
+// Members, Decode (a context stored as JSON text), Keys, ToValue, Repr
+// (messages only) and Fail(message-maker, path, suffix).
+template <class Doc>
 class SchemaReader {
  public:
-  friend class FastSchemaReader;
+  using Element = typename Doc::Element;
 
-  explicit SchemaReader(SpecData* out) : out_(out) {}
+  SchemaReader(SpecData* out, Doc* doc) : out_(out), doc_(doc) {}
 
-  // Appends the subtree described by `schema`; returns its root's node.
-  Node Read(const Value& schema, const SchemaPath& path) {
-    if (!schema.is_object()) Fail("a spec node must be a JSON object, got " + schema.Repr(), path);
-    const Value& type = Member(schema, "type", path);
-    const Value& context = Member(schema, "context", path);
-    const Value& children = Member(schema, "children_spec", path);
-    if (!children.is_list()) Fail("\"children_spec\" must be a list", path, ".children_spec");
-    const Value::List& kids = children.as_list();
+  // Appends the subtree described by `schema` and sets *node to its root;
+  // false when the Doc declined.
+  bool Read(Element schema, const SchemaPath& path, Node* node) {
+    if (!doc_->Object(schema, 3, false)) {
+      return Fail(path, "",
+                  [&] { return "a spec node must be a JSON object, got " + doc_->Repr(schema); });
+    }
+    Element fields[3];
+    std::size_t missing;
+    if (!doc_->template Members<SchemaMember>(schema, kFields, fields, &missing)) {
+      return Fail(path, "", [&] {
+        return "a spec node needs the key \"" + std::string(kFields[missing]) + "\"";
+      });
+    }
+    Element type = fields[0], context = fields[1], children = fields[2];
+    typename Doc::List kids;
+    if (!doc_->AsList(children, &kids)) {
+      return Fail(path, ".children_spec",
+                  [] { return std::string("\"children_spec\" must be a list"); });
+    }
+    std::size_t arity = doc_->Size(kids);
     std::uint32_t ctx = static_cast<std::uint32_t>(out_->items.size());
-    if (type.is_none()) {
-      if (!context.is_none() || !kids.empty()) {
-        Fail("a leaf (\"type\": null) must have a null context and no children", path);
+    if (doc_->IsNull(type)) {
+      if (!doc_->IsNull(context) || arity != 0) {
+        return Fail(path, "", [] {
+          return std::string("a leaf (\"type\": null) must have a null context and no children");
+        });
       }
-      out_->nodes.push_back(MakeNode(NodeKind::kLeaf, 0, ctx, 1, 1));
-      return out_->nodes.back();
-    }
-    if (!type.is_string()) Fail("\"type\" must be a string or null", path, ".type");
-    if (kids.size() > std::numeric_limits<std::uint32_t>::max()) Fail("too many children", path);
-    NodeKind kind = KindOf(type.as_string());
-    ReadContext(kind, type.as_string(), context, kids.size(), path);
-    if (out_->items.size() > std::numeric_limits<std::uint32_t>::max()) {
-      Fail("too many context items", path);
-    }
-    std::int64_t leaves = 0, count = 1;
-    for (std::size_t k = 0; k < kids.size(); ++k) {
-      Node c = Read(kids[k], SchemaPath{&path, k});
-      leaves += c.num_leaves;
-      count += c.num_nodes;
-    }
-    out_->nodes.push_back(
-        MakeNode(kind, static_cast<std::uint32_t>(kids.size()), ctx, leaves, count));
-    return out_->nodes.back();
-  }
-
- private:
-  [[noreturn]] static void Fail(const std::string& message, const SchemaPath& path,
-                                const char* suffix = "") {
-    throw ParseError(message, ParseError::kNoPosition, path.Format(suffix));
-  }
-  static const Value& Member(const Value& schema, const char* key, const SchemaPath& path) {
-    const Value* v = schema.Find(key);
-    if (v == nullptr) Fail(std::string("a spec node needs the key \"") + key + "\"", path);
-    return *v;
-  }
-  static NodeKind KindOf(std::string_view type) { return KindOfSerializedTypeName(type); }
-  // Decodes a context that torch stores as JSON text inside a JSON string.
-  static Value Decode(const Value& context, const SchemaPath& path) {
-    if (!context.is_string()) Fail("\"context\" must be a string of JSON text", path, ".context");
-    const std::string& text = context.as_string();
-    if (text == "null") return Value();  // tuple, list and most deques
-    try {
-      return ReadJson(text, kDefaultMaxJsonDepth);
-    } catch (const ParseError& e) {
-      Fail(std::string("\"context\" is not valid JSON text: ") + e.what(), path, ".context");
-    }
-  }
-  void CheckKeys(const Value& keys, std::size_t arity, const SchemaPath& path, const char* suffix) {
-    if (!keys.is_list()) Fail("the keys must be a JSON list, got " + keys.Repr(), path, suffix);
-    if (keys.as_list().size() != arity) {
-      Fail("the node has " + std::to_string(keys.as_list().size()) + " keys but " +
-               std::to_string(arity) + " children",
-           path, suffix);
-    }
-  }
-  void ReadContext(NodeKind kind, const std::string& type, const Value& context, std::size_t arity,
-                   const SchemaPath& path) {
-    std::vector<Value>& items = out_->items;
-    switch (kind) {
-      case NodeKind::kTuple:
-      case NodeKind::kList:
-        if (!Decode(context, path).is_none()) {
-          Fail("the context of " + type + " must be \"null\"", path, ".context");
-        }
-        return;
-      case NodeKind::kDict:
-      case NodeKind::kOrderedDict: {
-        Value keys = Decode(context, path);
-        CheckKeys(keys, arity, path, ".context");
-        for (const Value& k : keys.as_list()) items.push_back(k);
-        return;
-      }
-      case NodeKind::kDefaultDict: {
-        if (!context.is_object() || context.as_object().size() != 3) {
-          Fail(
-              "the context of collections.defaultdict must be an object with exactly the keys "
-              "default_factory_module, default_factory_name, dict_context",
-              path, ".context");
-        }
-        const Value* module = context.Find("default_factory_module");
-        const Value* name = context.Find("default_factory_name");
-        const Value* keys = context.Find("dict_context");
-        if (module == nullptr || name == nullptr || keys == nullptr) {
-          Fail(
-              "the context of collections.defaultdict must have the keys "
-              "default_factory_module, default_factory_name, dict_context",
-              path, ".context");
-        }
-        if (!module->is_string() || !name->is_string()) {
-          Fail("default_factory_module and default_factory_name must be strings", path, ".context");
-        }
-        CheckKeys(*keys, arity, path, ".context.dict_context");
-        items.push_back(Value::MakeList({*module, *name}));
-        for (const Value& k : keys->as_list()) items.push_back(k);
-        return;
-      }
-      case NodeKind::kNamedTuple:
-        if (!context.is_string() || context.as_string().empty()) {
-          Fail("the context of collections.namedtuple must be the class's serialized name", path,
-               ".context");
-        }
-        items.push_back(context);
-        return;
-      case NodeKind::kDeque: {
-        Value maxlen = Decode(context, path);
-        if (!(maxlen.is_none() || (maxlen.type() == Value::Type::kInt && maxlen.as_int() >= 0))) {
-          Fail("the maxlen of collections.deque must be null or an int >= 0", path, ".context");
-        }
-        items.push_back(std::move(maxlen));
-        return;
-      }
-      case NodeKind::kCustom:
-        if (type.empty()) Fail("\"type\" must not be empty", path, ".type");
-        items.push_back(Value(type));
-        items.push_back(context);
-        return;
-      case NodeKind::kLeaf:
-        return;
-    }
-  }
-
-  SpecData* out_;
-};
-
-// Reads a protocol-1 document from simdjson's DOM straight into SpecData
-// (no Value for the document itself: only context items become Values).
-// Accepts only what SchemaReader accepts, with the same result, and declines
-// (returns false) everything else, including shapes SchemaReader would still
-// accept (extra members, a tuple context like " null ", deep nesting): Loads
-// then runs the reference path (nlohmann + SchemaReader), which accepts them
-// or throws the ParseError with its offset or JSON path.
-class FastSchemaReader {
- public:
-  // True when `key` is `name` (a literal; a fixed-size compare the compiler inlines).
-  template <std::size_t N>
-  static bool KeyIs(std::string_view key, const char (&name)[N]) {
-    return key.size() == N - 1 && std::memcmp(key.data(), name, N - 1) == 0;
-  }
-
-  // `inner` parses the contexts stored as JSON text; it must not be the
-  // parser that holds the document being read.
-  FastSchemaReader(SpecData* out, simdjson::dom::parser* inner) : out_(out), inner_(inner) {}
-
-  // Reads `[1, schema]`; false when declined (`*out` is then partly filled).
-  bool ReadDocument(simdjson::dom::element doc) {
-    simdjson::dom::array top;
-    if (doc.get_array().get(top) != simdjson::SUCCESS || top.size() != 2) return false;
-    std::int64_t protocol;
-    if (top.at(0).get_int64().get(protocol) != simdjson::SUCCESS || protocol != 1) return false;
-    Node root;
-    return Read(top.at(1).value_unsafe(), &root);
-  }
-
- private:
-  using Element = simdjson::dom::element;
-
-  bool Read(Element schema, Node* node) {
-    simdjson::dom::object fields;
-    if (schema.get_object().get(fields) != simdjson::SUCCESS || fields.size() != 3) return false;
-    Element type, context, children;
-    int seen = 0;  // bit per member: exactly the three names, each once
-    for (simdjson::dom::key_value_pair kv : fields) {
-      if (KeyIs(kv.key, "type")) {
-        type = kv.value, seen |= 1;
-      } else if (KeyIs(kv.key, "context")) {
-        context = kv.value, seen |= 2;
-      } else if (KeyIs(kv.key, "children_spec")) {
-        children = kv.value, seen |= 4;
-      }
-    }
-    simdjson::dom::array kids;
-    if (seen != 7 || children.get_array().get(kids) != simdjson::SUCCESS) return false;
-    std::uint32_t ctx = static_cast<std::uint32_t>(out_->items.size());
-    if (type.is_null()) {
-      if (!context.is_null() || kids.size() != 0) return false;
       out_->nodes.push_back(MakeNode(NodeKind::kLeaf, 0, ctx, 1, 1));
       *node = out_->nodes.back();
       return true;
     }
     std::string_view type_name;
-    if (type.get_string().get(type_name) != simdjson::SUCCESS || type_name.empty()) return false;
-    std::size_t arity = kids.size();
-    NodeKind kind = SchemaReader::KindOf(type_name);
-    if (arity > std::numeric_limits<std::uint32_t>::max() ||
-        !ReadContext(kind, type_name, context, arity) ||
-        out_->items.size() > std::numeric_limits<std::uint32_t>::max()) {
-      return false;
+    if (!doc_->String(type, &type_name)) {
+      return Fail(path, ".type", [] { return std::string("\"type\" must be a string or null"); });
+    }
+    if (arity > std::numeric_limits<std::uint32_t>::max()) {
+      return Fail(path, "", [] { return std::string("too many children"); });
+    }
+    NodeKind kind = KindOfSerializedTypeName(type_name);
+    if (!ReadContext(kind, type_name, context, arity, path)) return false;
+    if (out_->items.size() > std::numeric_limits<std::uint32_t>::max()) {
+      return Fail(path, "", [] { return std::string("too many context items"); });
     }
     std::int64_t leaves = 0, count = 1;
-    for (Element kid : kids) {
+    bool ok = doc_->ForEach(kids, [&](std::size_t k, Element kid) {
       Node c;
-      if (!Read(kid, &c)) return false;
+      if (!Read(kid, SchemaPath{&path, k}, &c)) return false;
       leaves += c.num_leaves;
       count += c.num_nodes;
-    }
+      return true;
+    });
+    if (!ok) return false;
     out_->nodes.push_back(MakeNode(kind, static_cast<std::uint32_t>(arity), ctx, leaves, count));
     *node = out_->nodes.back();
     return true;
   }
 
-  // Parses a context stored as JSON text in a JSON string (the inner parser
-  // is reused; the outer document lives in another parser).
-  bool ParseInner(Element context, Element* out) {
-    std::string_view text;
-    if (context.get_string().get(text) != simdjson::SUCCESS) return false;
-    return !StartsWithUtf8Bom(text) &&
-           inner_->parse(text.data(), text.size()).get(*out) == simdjson::SUCCESS;
+ private:
+  // The members of a schema node and of a defaultdict context: their names,
+  // and the index of a name (-1 for another), which the fast path matches
+  // with inlined compares.
+  static constexpr std::string_view kFields[] = {"type", "context", "children_spec"};
+  static int SchemaMember(std::string_view key) {
+    return KeyIs(key, "type")            ? 0
+           : KeyIs(key, "context")       ? 1
+           : KeyIs(key, "children_spec") ? 2
+                                         : -1;
   }
-  // Appends `arity` keys from a JSON list element.
-  bool AppendKeys(Element keys, std::size_t arity) {
-    simdjson::dom::array list;
-    if (keys.get_array().get(list) != simdjson::SUCCESS || list.size() != arity) return false;
-    std::vector<Value>& items = out_->items;
-    for (Element k : list) {
-      if (k.is_string()) {  // the common key, built in place
-        items.emplace_back(k.get_string().value_unsafe());
-        continue;
-      }
-      items.emplace_back();
-      if (!FastValue(k, &items.back())) return false;
+  static constexpr std::string_view kFactoryFields[] = {"default_factory_module",
+                                                        "default_factory_name", "dict_context"};
+  static int FactoryMember(std::string_view key) {
+    return KeyIs(key, "default_factory_module") ? 0
+           : KeyIs(key, "default_factory_name") ? 1
+           : KeyIs(key, "dict_context")         ? 2
+                                                : -1;
+  }
+
+  template <class Message>
+  bool Fail(const SchemaPath& path, const char* suffix, Message message) {
+    return doc_->Fail(message, path, suffix);
+  }
+  // Appends the `arity` keys of a JSON list (dict kinds); `keys` is an
+  // Element or a Decoded context.
+  template <class E>
+  bool AppendKeys(const E& keys, std::size_t arity, const SchemaPath& path, const char* suffix) {
+    typename Doc::List list;
+    if (!doc_->AsList(keys, &list)) {
+      return Fail(path, suffix,
+                  [&] { return "the keys must be a JSON list, got " + doc_->Repr(keys); });
     }
-    return true;
+    std::size_t n = doc_->Size(list);
+    if (n != arity) {
+      return Fail(path, suffix, [&] {
+        return "the node has " + std::to_string(n) + " keys but " + std::to_string(arity) +
+               " children";
+      });
+    }
+    return doc_->Keys(list, &out_->items);
   }
-  bool ReadContext(NodeKind kind, std::string_view type, Element context, std::size_t arity) {
+  // A context stored as JSON text inside a JSON string, decoded into *out.
+  bool Decode(Element context, const SchemaPath& path, typename Doc::Decoded* out) {
+    std::string_view text;
+    if (!doc_->String(context, &text)) {
+      return Fail(path, ".context",
+                  [] { return std::string("\"context\" must be a string of JSON text"); });
+    }
+    return doc_->Decode(text, path, out);
+  }
+  bool ReadContext(NodeKind kind, std::string_view type, Element context, std::size_t arity,
+                   const SchemaPath& path) {
     std::vector<Value>& items = out_->items;
+    typename Doc::Decoded decoded;
     switch (kind) {
       case NodeKind::kTuple:
-      case NodeKind::kList: {
-        std::string_view text;
-        return context.get_string().get(text) == simdjson::SUCCESS && text == "null";
-      }
-      case NodeKind::kDict:
-      case NodeKind::kOrderedDict: {
-        Element keys;
-        return ParseInner(context, &keys) && AppendKeys(keys, arity);
-      }
-      case NodeKind::kDefaultDict: {
-        simdjson::dom::object o;
-        if (context.get_object().get(o) != simdjson::SUCCESS || o.size() != 3) return false;
-        Element module, name, keys;
-        int seen = 0;
-        for (simdjson::dom::key_value_pair kv : o) {
-          if (KeyIs(kv.key, "default_factory_module")) {
-            module = kv.value, seen |= 1;
-          } else if (KeyIs(kv.key, "default_factory_name")) {
-            name = kv.value, seen |= 2;
-          } else if (KeyIs(kv.key, "dict_context")) {
-            keys = kv.value, seen |= 4;
-          }
+      case NodeKind::kList:
+        if (!Decode(context, path, &decoded)) return false;
+        if (!doc_->IsNull(decoded)) {
+          return Fail(path, ".context",
+                      [&] { return "the context of " + std::string(type) + " must be \"null\""; });
         }
-        if (seen != 7 || !module.is_string() || !name.is_string()) return false;
-        items.push_back(Value::MakeList(
-            {Value(module.get_string().value_unsafe()), Value(name.get_string().value_unsafe())}));
-        return AppendKeys(keys, arity);
+        return true;
+      case NodeKind::kDict:
+      case NodeKind::kOrderedDict:
+        return Decode(context, path, &decoded) && AppendKeys(decoded, arity, path, ".context");
+      case NodeKind::kDefaultDict: {
+        if (!doc_->Object(context, 3, true)) {
+          return Fail(path, ".context", [] {
+            return std::string(
+                "the context of collections.defaultdict must be an object with exactly the keys "
+                "default_factory_module, default_factory_name, dict_context");
+          });
+        }
+        Element fields[3];
+        std::size_t missing;
+        if (!doc_->template Members<FactoryMember>(context, kFactoryFields, fields, &missing)) {
+          return Fail(path, ".context", [] {
+            return std::string(
+                "the context of collections.defaultdict must have the keys "
+                "default_factory_module, default_factory_name, dict_context");
+          });
+        }
+        Element module = fields[0], name = fields[1], keys = fields[2];
+        std::string_view module_text, name_text;
+        if (!doc_->String(module, &module_text) || !doc_->String(name, &name_text)) {
+          return Fail(path, ".context", [] {
+            return std::string("default_factory_module and default_factory_name must be strings");
+          });
+        }
+        std::size_t first = items.size();
+        items.emplace_back();  // the factory, in front of the keys
+        if (!AppendKeys(keys, arity, path, ".context.dict_context")) return false;
+        items[first] = Value::MakeList({Value(module_text), Value(name_text)});
+        return true;
       }
       case NodeKind::kNamedTuple: {
         std::string_view name;
-        if (context.get_string().get(name) != simdjson::SUCCESS || name.empty()) return false;
+        if (!doc_->String(context, &name) || name.empty()) {
+          return Fail(path, ".context", [] {
+            return std::string(
+                "the context of collections.namedtuple must be the class's serialized name");
+          });
+        }
         items.emplace_back(name);
         return true;
       }
       case NodeKind::kDeque: {
-        Element maxlen;
-        if (!ParseInner(context, &maxlen)) return false;
-        if (maxlen.is_null()) {
+        if (!Decode(context, path, &decoded)) return false;
+        if (doc_->IsNull(decoded)) {
           items.emplace_back();
           return true;
         }
-        std::int64_t n;
-        if (!maxlen.is_int64() || maxlen.get_int64().get(n) != simdjson::SUCCESS || n < 0) {
-          return false;
+        std::int64_t maxlen;
+        if (!doc_->Int(decoded, &maxlen) || maxlen < 0) {
+          return Fail(path, ".context", [] {
+            return std::string("the maxlen of collections.deque must be null or an int >= 0");
+          });
         }
-        items.emplace_back(n);
+        items.emplace_back(maxlen);
         return true;
       }
       case NodeKind::kCustom:
+        if (type.empty()) {
+          return Fail(path, ".type", [] { return std::string("\"type\" must not be empty"); });
+        }
         items.emplace_back(type);
         items.emplace_back();
-        return FastValue(context, &items.back());
+        return doc_->ToValue(context, &items.back());
       case NodeKind::kLeaf:
-        return false;
+        break;
     }
     return false;
   }
 
   SpecData* out_;
+  Doc* doc_;
+};
+
+// The reference document: Values from nlohmann's parser. Accepts any shape
+// torch does; Fail throws.
+class ValueDoc {
+ public:
+  using Element = const Value*;
+  using List = const Value::List*;
+  using Decoded = Element;
+
+  template <class Message>
+  [[noreturn]] bool Fail(Message message, const SchemaPath& path, const char* suffix) {
+    throw ParseError(message(), ParseError::kNoPosition, path.Format(suffix));
+  }
+  static bool IsNull(Element e) { return e->is_none(); }
+  static bool String(Element e, std::string_view* out) {
+    if (!e->is_string()) return false;
+    *out = e->as_string();
+    return true;
+  }
+  static bool Int(Element e, std::int64_t* out) {
+    if (e->type() != Value::Type::kInt) return false;
+    *out = e->as_int();
+    return true;
+  }
+  static bool AsList(Element e, List* out) {
+    if (!e->is_list()) return false;
+    *out = &e->as_list();
+    return true;
+  }
+  static std::size_t Size(List list) { return list->size(); }
+  template <class F>
+  static bool ForEach(List list, F&& f) {
+    for (std::size_t k = 0; k < list->size(); ++k) {
+      if (!f(k, &(*list)[k])) return false;
+    }
+    return true;
+  }
+  // Any number of members unless `exact`: the members Read needs are looked
+  // up, others ignored (as torch does).
+  static bool Object(Element e, std::size_t n, bool exact) {
+    return e->is_object() && (!exact || e->as_object().size() == n);
+  }
+  // Looks up names[k] into out[k]; false with *missing the first absent one.
+  template <int (*Index)(std::string_view), std::size_t N>
+  static bool Members(Element e, const std::string_view (&names)[N], Element (&out)[N],
+                      std::size_t* missing) {
+    for (std::size_t k = 0; k < N; ++k) {
+      out[k] = e->Find(names[k]);
+      if (out[k] == nullptr) {
+        *missing = k;
+        return false;
+      }
+    }
+    return true;
+  }
+  bool Decode(std::string_view text, const SchemaPath& path, Decoded* out) {
+    decoded_.emplace_back();
+    if (text != "null") {  // tuple, list and most deques
+      try {
+        decoded_.back() = ReadJson(text, kDefaultMaxJsonDepth);
+      } catch (const ParseError& e) {
+        Fail([&] { return std::string("\"context\" is not valid JSON text: ") + e.what(); }, path,
+             ".context");
+      }
+    }
+    *out = &decoded_.back();
+    return true;
+  }
+  static bool Keys(List list, std::vector<Value>* items) {
+    items->insert(items->end(), list->begin(), list->end());
+    return true;
+  }
+  static bool ToValue(Element e, Value* out) {
+    *out = *e;
+    return true;
+  }
+  static std::string Repr(Element e) { return e->Repr(); }
+
+ private:
+  std::deque<Value> decoded_;  // decoded contexts, alive while the reader runs
+};
+
+// The fast document: simdjson's DOM, read in place. Declines whatever the
+// reference should decide (Fail returns false).
+class SimdjsonDoc {
+ public:
+  using Element = simdjson::dom::element;
+  using List = simdjson::dom::array;
+  // A decoded context: the text "null" (tuple, list, most deques) is known
+  // without a parse, anything else is parsed.
+  struct Decoded {
+    bool null_text = false;
+    Element parsed;
+  };
+
+  // `inner` parses the contexts stored as JSON text; it must not be the
+  // parser that holds the document being read.
+  explicit SimdjsonDoc(simdjson::dom::parser* inner) : inner_(inner) {}
+
+  template <class Message>
+  static bool Fail(Message, const SchemaPath&, const char*) {
+    return false;
+  }
+  static bool IsNull(Element e) { return e.is_null(); }
+  static bool String(Element e, std::string_view* out) {
+    return e.get_string().get(*out) == simdjson::SUCCESS;
+  }
+  static bool Int(Element e, std::int64_t* out) {
+    return e.is_int64() && e.get_int64().get(*out) == simdjson::SUCCESS;
+  }
+  static bool AsList(Element e, List* out) { return e.get_array().get(*out) == simdjson::SUCCESS; }
+  static std::size_t Size(List list) { return list.size(); }
+  template <class F>
+  static bool ForEach(List list, F&& f) {
+    std::size_t k = 0;
+    for (Element e : list) {
+      if (!f(k++, e)) return false;
+    }
+    return true;
+  }
+  // Exactly `n` members always: with n distinct names looked up, no name can
+  // then be repeated (where Python keeps the last value, simdjson finds the
+  // first).
+  static bool Object(Element e, std::size_t n, bool) {
+    simdjson::dom::object o;
+    return e.get_object().get(o) == simdjson::SUCCESS && o.size() == n;
+  }
+  // One pass over the members (Object checked their number first), each
+  // name matched by Index (names are for the reference's messages).
+  template <int (*Index)(std::string_view), std::size_t N>
+  static bool Members(Element e, const std::string_view (&)[N], Element (&out)[N],
+                      std::size_t* missing) {
+    unsigned seen = 0;
+    simdjson::dom::object members = e.get_object().value_unsafe();
+    for (simdjson::dom::key_value_pair kv : members) {
+      int k = Index(kv.key);
+      if (k >= 0) {
+        out[k] = kv.value;
+        seen |= 1u << k;
+      }
+    }
+    *missing = 0;
+    return seen == (1u << N) - 1;
+  }
+  bool Decode(std::string_view text, const SchemaPath&, Decoded* out) {
+    if (text == "null") {
+      out->null_text = true;
+      return true;
+    }
+    return !StartsWithUtf8Bom(text) &&
+           inner_->parse(text.data(), text.size()).get(out->parsed) == simdjson::SUCCESS;
+  }
+  static bool IsNull(const Decoded& d) { return d.null_text || d.parsed.is_null(); }
+  static bool Int(const Decoded& d, std::int64_t* out) {
+    return !d.null_text && Int(d.parsed, out);
+  }
+  static bool AsList(const Decoded& d, List* out) { return !d.null_text && AsList(d.parsed, out); }
+  static std::string Repr(const Decoded&) { return {}; }
+  static bool Keys(List list, std::vector<Value>* items) {
+    for (Element k : list) {
+      if (k.is_string()) {  // the common key, built in place
+        items->emplace_back(k.get_string().value_unsafe());
+        continue;
+      }
+      items->emplace_back();
+      if (!FastValue(k, &items->back())) return false;
+    }
+    return true;
+  }
+  static bool ToValue(Element e, Value* out) { return FastValue(e, out); }
+  static std::string Repr(Element) { return {}; }  // messages are the reference's
+
+ private:
   simdjson::dom::parser* inner_;
 };
 
@@ -569,7 +666,14 @@ inline TreeSpec Loads(std::string_view text) {
       // (a leaf's schema alone is 55 bytes): one allocation each.
       data->nodes.reserve(text.size() / 50 + 1);
       data->items.reserve(text.size() / 50 + 1);
-      if (internal::FastSchemaReader(data.get(), &parsers->contexts).ReadDocument(doc)) {
+      internal::SimdjsonDoc fast(&parsers->contexts);
+      simdjson::dom::array top;
+      std::int64_t protocol;
+      internal::Node root;
+      if (doc.get_array().get(top) == simdjson::SUCCESS && top.size() == 2 &&
+          top.at(0).get_int64().get(protocol) == simdjson::SUCCESS && protocol == 1 &&
+          internal::SchemaReader<internal::SimdjsonDoc>(data.get(), &fast)
+              .Read(top.at(1).value_unsafe(), internal::SchemaPath{nullptr, 0}, &root)) {
         return internal::SpecAccess::FromData(std::move(data));
       }
     }
@@ -586,8 +690,10 @@ inline TreeSpec Loads(std::string_view text) {
                      ParseError::kNoPosition, "$[0]");
   }
   auto data = std::make_shared<internal::SpecData>();
-  internal::SchemaReader reader(data.get());
-  reader.Read(doc.as_list()[1], internal::SchemaPath{nullptr, 0});
+  internal::ValueDoc reference;
+  internal::Node root;
+  internal::SchemaReader<internal::ValueDoc>(data.get(), &reference)
+      .Read(&doc.as_list()[1], internal::SchemaPath{nullptr, 0}, &root);
   return internal::SpecAccess::FromData(std::move(data));
 }
 
