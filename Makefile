@@ -279,7 +279,8 @@ clean:
 #                              clearly where abseil or simdjson is missing
 #   make test-pythons          per CPython (3.10-3.15): its wheel in a fresh venv,
 #                              tests/packaging then the whole tests/python
-#   make test-torch-versions   the torch-facing tests on torch 2.13.0 and 2.14.1
+#   make test-torch-versions   the torch-facing tests (pytest -m torch) on torch
+#                              2.13.0 and 2.14.1
 # PYTHONS overrides the machine's interpreters (default: scripts/find_pythons.sh);
 # SID_PYTHONS the sid folder's (default 3.14 3.15; empty: none).
 PYTHONS        ?= $(shell scripts/find_pythons.sh)
@@ -336,8 +337,8 @@ test-pythons: setup-system
 #   one test deselected is listed there with the reason; two pytest
 #   processes; test_leaks at 10,000 iterations; PYTEST_ARGS="<files>").
 # test-torch-sid: torch 2.14.1 (PyPI's CUDA build, 5.4 GB installed, run on the
-#   CPU) on CPython 3.14 in the sid folder, the torch-facing suites of
-#   scripts/test_torch_versions.sh. The wheels are kept in
+#   CPU) on CPython 3.14 in the sid folder, the torch-facing tests (pytest -m
+#   torch, as scripts/test_torch_versions.sh runs them). The wheels are kept in
 #   $CPYTREE_CACHE/wheelhouse-cp314 (outside the checkout) and the venv
 #   build/torch/2.14.1-py3.14 is kept, so only the first run downloads; g++ is installed into folders made before sid_root.sh
 #   listed it (Inductor compiles its CPU kernels with it).

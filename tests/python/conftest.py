@@ -4,7 +4,10 @@
   package: the C++ engine when ``cpytree._C`` loads) and ``cpytree._reference``
   (the pure-Python implementation).
 * ``torch_pytree``: ``torch.utils._pytree`` with the table's custom types
-  registered in it, or a skip when torch is not importable.
+  registered in it, or a skip when torch is not importable. A test that takes
+  it gets the ``torch`` marker here (the torch-version run is ``-m torch``);
+  modules that import torch carry the marker themselves (checked by
+  test_suite_markers.py).
 * Hypothesis profiles: ``ci`` (the default, thousands of generated trees in
   total) and ``dev`` (a few dozen per test, for quick local runs). Pick one with
   ``HYPOTHESIS_PROFILE=dev``.
@@ -75,6 +78,14 @@ def torch_pytree():
     if mod is None:
         pytest.skip("torch is not importable")
     return mod
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items):
+    """The ``torch`` marker on every test that takes the ``torch_pytree`` fixture."""
+    for item in items:
+        if "torch_pytree" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.torch)
 
 
 def pytest_report_header(config):

@@ -22,6 +22,8 @@ import cpytree._reference as ref
 
 torch_pytree = pytest.importorskip("torch.utils._pytree")
 
+pytestmark = pytest.mark.torch
+
 IMPLS = pytest.mark.parametrize("impl", [cpytree, ref], ids=["cpytree", "reference"])
 
 # Module-level names of torch.utils._pytree outside `__all__` that libraries

@@ -24,6 +24,8 @@ import pytest
 
 pytree = pytest.importorskip("torch.utils._pytree", reason="torch is not installed")
 
+pytestmark = pytest.mark.torch
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_SPECS = ROOT / "build" / "cpp" / "cpp_specs.json"
 WRITER = ROOT / "build" / "cpp" / "tests" / "cpp" / "write_cpp_specs"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict, defaultdict, deque
 
+import pytest
 from hypothesis import given, note, strategies as st
 
 import cpytree
@@ -39,6 +40,8 @@ from trees import (
     Vec,
     canon,
 )
+
+pytestmark = pytest.mark.torch
 
 
 def implementations():

@@ -55,6 +55,7 @@ def test_fuzz_random_inputs(engine_on):
     assert inputs_tried(out) > 0, out[-2000:]
 
 
+@pytest.mark.torch
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
 def test_fuzz_torch_mode(engine_on):
     """The torch mode (install() active, torch-made specs vs torch): a short run."""

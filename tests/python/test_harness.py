@@ -425,6 +425,7 @@ def make():
 """
 
 
+@pytest.mark.torch
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 def test_compile_user_model(tmp_path: Path) -> None:
     """--compile --model path.py:make on a model defined outside the project:
@@ -471,6 +472,7 @@ def test_compile_user_model(tmp_path: Path) -> None:
         assert (out / "pytree-subsystems.png").stat().st_size > 1000
 
 
+@pytest.mark.torch
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 def test_runtime_quick(tmp_path: Path) -> None:
     """--runtime --quick on a local and a distributed case: the structure of

@@ -159,6 +159,7 @@ IMPORTED = [
 ]
 
 
+@pytest.mark.torch
 @pytest.mark.skipif(cpytree.ENGINE != "cpp", reason="the C++ engine is not active")
 def test_import_and_install_compile_nothing_and_load_what_they_need() -> None:
     # Python-level compiles (dataclass and namedtuple methods, ForwardRefs)
@@ -231,6 +232,7 @@ def _behaviour(cls: type, value: object) -> dict:
     }
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("value", [1, "a", (1, [2]), None])
 def test_constant_node_behaves_as_the_frozen_slots_dataclass(value: object) -> None:
     # cpytree's ConstantNode is written out instead of generated (nothing to

@@ -33,7 +33,10 @@ import cpytree  # noqa: E402
 from cpytree import _reference  # noqa: E402
 from support import start_and_join  # noqa: E402
 
-pytestmark = pytest.mark.skipif(cpytree.ENGINE != "cpp", reason="install() needs the C++ engine")
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.skipif(cpytree.ENGINE != "cpp", reason="install() needs the C++ engine"),
+]
 
 SECONDS = float(
     os.environ.get("CPYTREE_THREAD_SECONDS", "30" if os.environ.get("CPYTREE_STRESS") else "3")

@@ -18,7 +18,10 @@ import cpytree
 import trees
 from cpytree import _reference
 
-pytestmark = pytest.mark.skipif(cpytree.ENGINE != "cpp", reason="the C++ engine's functions")
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.skipif(cpytree.ENGINE != "cpp", reason="the C++ engine's functions"),
+]
 
 
 def _torch_pytree():

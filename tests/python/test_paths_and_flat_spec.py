@@ -24,6 +24,8 @@ from support import catch, engine_active
 
 torch_pytree = pytest.importorskip("torch.utils._pytree")
 
+pytestmark = pytest.mark.torch
+
 IMPLS = [cpytree, ref, torch_pytree]
 IDS = ["cpytree", "reference", "torch"]
 

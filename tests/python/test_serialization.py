@@ -38,6 +38,8 @@ except ImportError:  # pragma: no cover - torch is optional
     torch_pytree = None
 
 needs_torch = pytest.mark.skipif(torch_pytree is None, reason="torch is not importable")
+
+pytestmark = pytest.mark.torch
 IMPLS = pytest.mark.parametrize("impl", [cpytree, ref], ids=["cpytree", "reference"])
 
 

@@ -35,7 +35,10 @@ try:
 except ImportError:  # pragma: no cover - torch is optional
     torch_pytree = None
 
-pytestmark = pytest.mark.skipif(cpytree.ENGINE != "cpp", reason="the C++ engine is not active")
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.skipif(cpytree.ENGINE != "cpp", reason="the C++ engine is not active"),
+]
 needs_torch = pytest.mark.skipif(torch_pytree is None, reason="torch is not importable")
 
 engine_loads = cpytree.treespec_loads.__wrapped__

@@ -39,9 +39,12 @@ import cpytree
 from cpytree.harness.studies import dynamo_study
 from cpytree.harness.studies.dynamo_probe import counting_steps
 
-pytestmark = pytest.mark.skipif(
-    cpytree.ENGINE != "cpp", reason="install() needs the C++ engine (cpytree._C)"
-)
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.skipif(
+        cpytree.ENGINE != "cpp", reason="install() needs the C++ engine (cpytree._C)"
+    ),
+]
 
 # Where torch answers at the tracker level itself (call_tree_map), or the
 # case calls no pytree function Dynamo traces: install() is neutral there.

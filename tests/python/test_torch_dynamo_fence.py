@@ -29,9 +29,12 @@ import cpytree
 from cpytree._torch.dynamo import INVENTORY, VERSIONS, _inventory
 from cpytree.harness.studies.dynamo_probe import counting_steps
 
-pytestmark = pytest.mark.skipif(
-    cpytree.ENGINE != "cpp", reason="install() needs the C++ engine (cpytree._C)"
-)
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.skipif(
+        cpytree.ENGINE != "cpp", reason="install() needs the C++ engine (cpytree._C)"
+    ),
+]
 
 
 def test_every_required_name_is_present_on_this_torch():

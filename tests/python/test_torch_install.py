@@ -47,9 +47,12 @@ import cpytree
 import trees
 from cpytree import _reference, _torch as torch_install
 
-pytestmark = pytest.mark.skipif(
-    cpytree.ENGINE != "cpp", reason="install() needs the C++ engine (cpytree._C)"
-)
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.skipif(
+        cpytree.ENGINE != "cpp", reason="install() needs the C++ engine (cpytree._C)"
+    ),
+]
 
 trees.torch_pytree()  # the table's custom types, registered in torch too
 

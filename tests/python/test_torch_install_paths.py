@@ -23,10 +23,13 @@ import torch.utils._pytree as tp
 import cpytree
 import trees
 
-pytestmark = pytest.mark.skipif(
-    cpytree.ENGINE != "cpp" or not hasattr(cpytree._C, "_torch_tree_flatten_with_path"),
-    reason="needs the C++ engine with _torch_tree_flatten_with_path",
-)
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.skipif(
+        cpytree.ENGINE != "cpp" or not hasattr(cpytree._C, "_torch_tree_flatten_with_path"),
+        reason="needs the C++ engine with _torch_tree_flatten_with_path",
+    ),
+]
 
 trees.torch_pytree()  # the table's custom types, registered in torch too
 

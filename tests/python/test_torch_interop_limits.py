@@ -24,10 +24,13 @@ import torch.utils._pytree as tp  # noqa: E402
 
 import cpytree  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
-    cpytree.ENGINE != "cpp" or not hasattr(cpytree._C, "_set_torch_spec_classes"),
-    reason="needs the C++ engine's torch spec interop",
-)
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.skipif(
+        cpytree.ENGINE != "cpp" or not hasattr(cpytree._C, "_set_torch_spec_classes"),
+        reason="needs the C++ engine's torch spec interop",
+    ),
+]
 
 DEEP = 100_000
 

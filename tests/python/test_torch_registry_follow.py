@@ -29,6 +29,8 @@ import cpytree  # noqa: E402
 import thirdparty_models as m  # noqa: E402  (registers with torch only)
 from cpytree._torch import _FOLLOWER  # noqa: E402
 
+pytestmark = pytest.mark.torch
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Every answer of cpytree on thirdparty_models.sample() next to torch's.

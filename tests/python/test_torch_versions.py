@@ -20,7 +20,10 @@ import cpytree
 import cpytree._torch as ct
 from cpytree._torch import _spec_interop, _versions, dynamo as _dynamo
 
-pytestmark = pytest.mark.skipif(cpytree.ENGINE != "cpp", reason="install() needs the engine")
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.skipif(cpytree.ENGINE != "cpp", reason="install() needs the engine"),
+]
 
 
 @pytest.fixture(autouse=True)

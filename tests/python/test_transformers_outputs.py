@@ -16,6 +16,8 @@ import torch.utils._pytree as tp  # noqa: E402
 
 import cpytree  # noqa: E402
 
+pytestmark = pytest.mark.torch
+
 
 def _gpt2_output():
     config = transformers.GPT2Config(
