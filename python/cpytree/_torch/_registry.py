@@ -49,7 +49,7 @@ import contextlib
 import functools
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -120,6 +120,21 @@ def _entry(
     )
 
 
+@contextlib.contextmanager
+def _registry_lock() -> Iterator[None]:
+    """Hold cpytree's registry lock: the one in place once it is held.
+
+    join() and leave() replace the lock; a thread that read the old one
+    just before takes the new one instead once it gets the old.
+    """
+    while True:
+        lock = _registry._NODE_REGISTRY_LOCK
+        with lock:
+            if lock is _registry._NODE_REGISTRY_LOCK:
+                yield
+                return
+
+
 class _Copy:
     """A registration one registry holds as a copy of the other's (a plain
     class: no code compiled at import)."""
@@ -153,6 +168,7 @@ class RegistrySync:
         self._wrappers: dict[str, Callable[..., Any]] = {}
         self._copies: dict[type, _Copy] = {}
         self._joined = False
+        self._tp_lock: Any = None  # torch's registry lock (an RLock), once attached
         self._saved_lock: Any = None
         self._quiet = threading.local()
 
@@ -262,11 +278,11 @@ class RegistrySync:
         tp = self._tp
         if tp is None or cls in self._builtins:
             return
-        with _registry._NODE_REGISTRY_LOCK:
+        with _registry_lock():
             copy = self._copies.get(cls)
             if copy is not None and copy.into_torch:
                 # A change made through torch makes the result torch's own.
-                del self._copies[cls]
+                self._copies.pop(cls, None)
                 copy = None
             own = copy is None and cls in _registry.SUPPORTED_NODES
             if own and not self._joined:
@@ -306,16 +322,20 @@ class RegistrySync:
         """cpytree registration hook (lock held): the change makes `cls` cpytree's own."""
         if getattr(self._quiet, "active", False):
             return
-        copy = self._copies.get(cls)
-        if copy is not None and not copy.into_torch:
-            del self._copies[cls]
-        if self._joined:
-            self._into_torch(cls)
-        elif node_def is None:
-            self._from_torch(cls)  # torch's registration, if any, shows through again
+        with _registry_lock():  # the change may have been made under the lock join() replaced
+            copy = self._copies.get(cls)
+            if copy is not None and not copy.into_torch:
+                self._copies.pop(cls, None)
+            if self._joined:
+                self._into_torch(cls)
+            elif node_def is None:
+                self._from_torch(cls)  # torch's registration, if any, shows through again
 
     def _copy_all(self, classes: list[type]) -> None:
-        """`_from_torch` of each of `classes` (following, none copied yet), stored in one batch."""
+        """`_from_torch` of each of `classes` (following, none copied yet), stored in one batch.
+
+        The caller holds cpytree's registry lock.
+        """
         tp = self._tp
         assert tp is not None
         nodes, serialized, no_name = (
@@ -350,10 +370,12 @@ class RegistrySync:
     def _wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def sync_from_torch(cls: Any, *args: Any, **kwargs: Any) -> Any:
-            # Joined, the change and its copy happen under the one (torch's)
-            # lock; following, torch's function runs under torch's lock alone.
-            tp = self._tp
-            with tp._NODE_REGISTRY_LOCK if self._joined and tp is not None else _NO_LOCK:
+            # Joined, torch's change and its copy happen under the one lock
+            # (torch's). Following, torch's function takes torch's lock and
+            # the copy cpytree's, one after the other: never torch's while
+            # waiting for cpytree's, which a registration through cpytree
+            # holds when its hook copies into torch.
+            with self._tp_lock if self._joined else _NO_LOCK:
                 try:
                     return original(cls, *args, **kwargs)
                 finally:  # torch stores a node before validating it: copy even on error
@@ -366,10 +388,11 @@ class RegistrySync:
 
     def attach(self, torch_pytree: ModuleType) -> None:
         """Start following: wrap torch's functions, copy its registrations into cpytree."""
-        with _registry._NODE_REGISTRY_LOCK:
+        with _registry_lock():
             if self._tp is not None:
                 return
             self._tp = torch_pytree
+            self._tp_lock = torch_pytree._NODE_REGISTRY_LOCK
             self._builtins = self._builtins | frozenset(torch_pytree.BUILTIN_TYPES)
             for name in _WRAPPED:
                 original = getattr(torch_pytree, name)
@@ -388,14 +411,23 @@ class RegistrySync:
         # plain names nobody locks with): share torch's lock there, or a
         # registration through each side at once takes the two locks in
         # opposite orders and deadlocks.
-        self._saved_lock = _registry._NODE_REGISTRY_LOCK
-        _registry._NODE_REGISTRY_LOCK = tp._NODE_REGISTRY_LOCK
+        with _registry_lock():  # a copy in flight under cpytree's own lock completes first
+            self._saved_lock = _registry._NODE_REGISTRY_LOCK
+            _registry._NODE_REGISTRY_LOCK = tp._NODE_REGISTRY_LOCK
         with tp._NODE_REGISTRY_LOCK:
             self._joined = True
             for cls in list(tp.SUPPORTED_NODES):
                 self._from_torch(cls)
             for cls in list(_registry.SUPPORTED_NODES):
-                if cls not in tp.SUPPORTED_NODES:
+                if cls in tp.SUPPORTED_NODES:
+                    continue
+                copy = self._copies.get(cls)
+                if copy is not None and not copy.into_torch:
+                    # A copy of torch's registration, whose deregistration
+                    # (made just now, following) is still on its way: not
+                    # cpytree's own, so not for torch.
+                    self._from_torch(cls)
+                else:
                     self._into_torch(cls)
 
     def leave(self) -> None:
@@ -409,12 +441,12 @@ class RegistrySync:
             back_in_torch = []
             for cls, copy in list(self._copies.items()):
                 if copy.into_torch:
-                    del self._copies[cls]
+                    self._copies.pop(cls, None)
                     if self._in_torch(cls) == copy.written:  # not changed since through torch
                         self._write_torch(cls, copy.replaced)
                         back_in_torch.append(cls)
                 elif copy.replaced is not None:
-                    del self._copies[cls]
+                    self._copies.pop(cls, None)
                     if self._in_cpytree(cls) == copy.written:  # not changed since through cpytree
                         self._write_cpytree(cls, copy.replaced, copy.replaced_constant,
                                             keep_shared_name=True)  # fmt: skip
@@ -429,7 +461,7 @@ class RegistrySync:
         if tp is None:
             return
         self.leave()
-        with _registry._NODE_REGISTRY_LOCK:
+        with _registry_lock():
             for name, original in self._originals.items():
                 setattr(tp, name, original)
             self._originals.clear()
