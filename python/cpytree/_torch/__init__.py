@@ -343,12 +343,15 @@ def uninstall() -> None:
         from ._patch import find_bindings
 
         state.dynamo.remove_all()
+        # Registries first, while torch's names are still cpytree's functions:
+        # torch's own Python traversal, back once the names are, never sees a
+        # copy leave torch's registry midway.
+        state.sync.leave()
         skipped = state.patches.undo()
         late = {key: pair[0] for key, pair in state.undo_map.items()}
         for module_name, attr in find_bindings(late, skip=()):
             module = sys.modules[module_name]
             setattr(module, attr, state.undo_map[id(vars(module)[attr])][1])
-        state.sync.leave()
         import cpytree
 
         cpytree._C._set_known_flattens((), ())
