@@ -354,3 +354,28 @@ def test_concurrent_registrations_through_both_sides_do_not_deadlock():
         check=False,
     )
     assert out.stdout.strip().splitlines()[-1] == "ok", out.stderr
+
+
+def test_deregistering_through_cpytree_while_installed_reaches_torch(fresh):
+    # Two wrappers of torch's registration function (follow, then install's)
+    # once undid this: the follower copied torch's copy back into cpytree.
+    from support import installed
+
+    own, torch_only = fresh("Own"), fresh("TorchOnly")
+    # (Serialized names: deregistering unnamed types goes through one shared key.)
+    tp.register_pytree_node(
+        torch_only, _flatten, _unflatten_into(torch_only), serialized_type_name="t.TorchOnly"
+    )
+    with installed():
+        cpytree.register_pytree_node(
+            own, _flatten, _unflatten_into(own), serialized_type_name="t.Own"
+        )
+        assert own in tp.SUPPORTED_NODES
+        cpytree._deregister_pytree_node(own)
+        assert own not in tp.SUPPORTED_NODES and own not in cpytree.SUPPORTED_NODES
+        cpytree._deregister_pytree_node(torch_only)
+        assert torch_only not in tp.SUPPORTED_NODES and torch_only not in cpytree.SUPPORTED_NODES
+    # uninstall(): torch gets its registration back, and cpytree follows it again
+    assert torch_only in tp.SUPPORTED_NODES and torch_only in _FOLLOWER.mirrored()
+    assert cpytree.tree_leaves(torch_only(1, 2)) == [1, 2]
+    assert own not in tp.SUPPORTED_NODES and own not in cpytree.SUPPORTED_NODES

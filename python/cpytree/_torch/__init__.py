@@ -10,8 +10,10 @@ Or set `CPYTREE_INSTALL=1` in the environment: `import cpytree` then installs.
 What install() does, in order (uninstall() undoes each step):
 
 1. Registries: torch's and cpytree's become one while installed
-   (`_registry.RegistryMirror`): every type either knows is a node in both,
-   and every later (de)registration through either API reaches the other.
+   (`_registry.RegistrySync.join()`, the link that follows torch's registry
+   from `import cpytree` on, joined both ways): every type either knows is a
+   node in both, and every later (de)registration through either API
+   reaches the other.
 2. Spec interop: if the engine's TreeSpec can pose as torch's
    (`_spec_interop`), it is switched on and the functions that return or take
    specs are swapped too ("full" mode); otherwise only the functions that
@@ -42,7 +44,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ._follow import TorchRegistryFollower
-from ._registry import RegistryMirror
+from ._registry import RegistrySync
 
 # What only install() and uninstall() use is imported there, on first use, so
 # `import cpytree` does not load it (Dynamo hooks, spec interop, version
@@ -102,13 +104,13 @@ class _Installed:
     `import cpytree` (see benchmarks/import_time.py).
     """
 
-    __slots__ = ("dynamo", "mirror", "mode", "patches", "rebound", "skipped", "swapped", "undo_map")
+    __slots__ = ("dynamo", "mode", "patches", "rebound", "skipped", "swapped", "sync", "undo_map")
 
     def __init__(
         self,
         *,
         patches: Patches,
-        mirror: RegistryMirror,
+        sync: RegistrySync,
         dynamo: _dynamo.DynamoHooks,
         mode: str,
         swapped: list[str],
@@ -117,7 +119,7 @@ class _Installed:
         undo_map: dict[int, tuple[Any, Any]],
     ) -> None:
         self.patches = patches
-        self.mirror = mirror
+        self.sync = sync  # the registries, joined by install(), left by uninstall()
         self.dynamo = dynamo
         self.mode = mode
         self.swapped = swapped
@@ -230,10 +232,14 @@ def install(*, rebind_imports: bool = True) -> None:
 
         _versions.check_torch_version(torch.__version__)
         patches, hooks = Patches(), _dynamo.DynamoHooks()
-        mirror = RegistryMirror(tp, cpytree)
+        # Following torch's registry already, unless torch was still loading
+        # at `import cpytree`: then from now on.
+        follower = follow_torch_registry()
+        follower.attach()
+        sync = follower.sync
         spec_ready = False
         try:
-            mirror.start(patches)
+            sync.join()
             cpytree._C._set_known_flattens(*_known_flattens())
             if hasattr(cpytree._C, "_set_torch_key_types"):
                 cpytree._C._set_torch_key_types(tp.SequenceKey, tp.MappingKey, tp.GetAttrKey)
@@ -272,24 +278,27 @@ def install(*, rebind_imports: bool = True) -> None:
             rebound = 0
             if rebind_imports:
                 rebound = _rebind_imports(
-                    patches, {**replacements, **mirror.wrappers()}, skip=("torch.utils._pytree",)
+                    patches,
+                    {**replacements, **sync.rebindings()},
+                    skip=("torch.utils._pytree",),
                 )
         except BaseException as error:
             cpytree._C._set_known_flattens((), ())
             hooks.remove_all()
             patches.undo()
-            mirror.stop()
+            sync.leave()
             if spec_ready:
                 _spec_interop.disable(cpytree)
             if isinstance(error, _dynamo.DynamoDrift):
                 _dynamo.warn_failed(error)  # torch as shipped, and said once
                 return
             raise
-        undo_map = {id(new): (new, old) for old, new in (*replacements.values(),
-                                                         *mirror.wrappers().values())}  # fmt: skip
+        # Only the replacements: torch's registration functions stay wrapped
+        # (following) after uninstall(), so bindings made to them may stay.
+        undo_map = {id(new): (new, old) for old, new in replacements.values()}
         _state = _Installed(
             patches=patches,
-            mirror=mirror,
+            sync=sync,
             dynamo=hooks,
             mode="full" if spec_ready else FREE,
             swapped=swapped,
@@ -334,12 +343,15 @@ def uninstall() -> None:
         from ._patch import find_bindings
 
         state.dynamo.remove_all()
+        # Registries first, while torch's names are still cpytree's functions:
+        # torch's own Python traversal, back once the names are, never sees a
+        # copy leave torch's registry midway.
+        state.sync.leave()
         skipped = state.patches.undo()
         late = {key: pair[0] for key, pair in state.undo_map.items()}
         for module_name, attr in find_bindings(late, skip=()):
             module = sys.modules[module_name]
             setattr(module, attr, state.undo_map[id(vars(module)[attr])][1])
-        state.mirror.stop()
         import cpytree
 
         cpytree._C._set_known_flattens((), ())

@@ -1,34 +1,55 @@
-"""Keeps torch's pytree registry and cpytree's in step while install() is active.
+"""The one link between torch's pytree registry and cpytree's: `RegistrySync`.
 
-Once torch's `tree_map` is cpytree's, a type torch knows but cpytree does not
-would be a node in Python and a leaf in C++ (and the reverse for types
-registered through cpytree: a leaf in the code Dynamo traces, a node in
-eager). So while installed the two registries act as one:
+Libraries register their types with `torch.utils._pytree`, not with cpytree,
+and install() makes torch's functions cpytree's. One mechanism serves both:
 
-* at start, every torch registration that is not a builtin node is copied into
-  cpytree (with its serialized name and dumpable-context hooks), and every
-  cpytree-only registration into torch;
-* torch's `_private_register_pytree_node` and `_deregister_pytree_node` (which
-  every torch registration API ends in) are wrapped to copy the change into
-  cpytree; a hook in `cpytree._registry._REGISTRATION_HOOKS` copies cpytree's
-  changes into torch;
-* one lock serialises both: cpytree's registry lock is replaced by torch's
-  (both are RLocks), so a registration entering through either side, and the
-  copy it triggers, never wait on each other's lock in opposite orders.
+* **following** (from `import cpytree` on, `_follow.py` attaches it once
+  `torch.utils._pytree` is loaded): every torch registration is copied into
+  cpytree, and every later (de)registration made through torch. A type
+  registered through cpytree's API is cpytree's own and wins over torch's;
+  cpytree's registrations stay out of torch.
+* **joined** (while install() is active, `join()` .. `leave()`): the two
+  registries act as one, since a type torch knows but cpytree does not would
+  be a node in Python and a leaf in C++ (and the reverse for cpytree's, a
+  leaf in the code Dynamo traces). A change through either API is copied
+  into the other, overwriting what it held; `leave()` gives each registry
+  back the registrations made through its own API (what a copy replaced is
+  put back, what was copied in where nothing was is removed), and following
+  resumes.
 
-`stop()` returns each registry to the registrations made through its own API:
-what was copied in is removed, and what a copy replaced is put back.
+Changes are caught in one place each. Torch's side: `attach()` wraps torch's
+`_private_register_pytree_node` and `_deregister_pytree_node` (every torch
+registration API ends in one of them) and `register_constant` (which marks
+the type constant only after registering it), once: the wrappers stay for
+the life of the process (install() and uninstall() leave them alone). A
+module that bound one of those names before `attach()` bypasses them;
+install() rebinds such bindings while installed (`rebindings()`). cpytree's
+side: one hook in `cpytree._registry._REGISTRATION_HOOKS`.
 
-Shared state: the `_copied_*` tables are touched only with the (shared)
-registry lock held. `_quiet` is per thread: set while this module itself
-registers, so the hook of the other side does not copy the change back.
+While joined, one lock serialises both registries: cpytree's registry lock
+is replaced by torch's (both are RLocks), so a registration entering through
+either side, and the copy it triggers, never take the two locks in opposite
+orders.
+
+Inventory: the names of `torch.utils._pytree` this module uses (torch
+2.13-2.14): the functions in `_WRAPPED`; the tables `SUPPORTED_NODES`,
+`SUPPORTED_SERIALIZED_TYPES`, `SERIALIZED_TYPE_TO_PYTHON_TYPE`,
+`CONSTANT_NODES`, `BUILTIN_TYPES` and the constant
+`NO_SERIALIZED_TYPE_NAME_FOUND`; `_NODE_REGISTRY_LOCK` (an RLock). `_follow.py`
+also reads `ConstantNode`. Nothing else in cpytree touches torch's registry.
+
+Shared state: `_copies` (the one bookkeeping: type -> `_Copy`, the
+registration one registry holds as a copy of the other's and what that copy
+replaced) is touched only with cpytree's registry lock held (torch's, while
+joined). `_quiet` is per thread: set while this module writes into cpytree,
+so its own hook ignores the change.
 """
 
 import contextlib
 import functools
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -36,15 +57,16 @@ from .. import _registry
 
 if TYPE_CHECKING:
     from typing import NamedTuple
-
-    from ._patch import Patches
 else:  # compiles no code at import (see cpytree._namedtuple)
     from .._namedtuple import NamedTuple
 
+# The torch functions wrapped; each one's first argument is the type.
+_WRAPPED = ("_private_register_pytree_node", "_deregister_pytree_node", "register_constant")
 # Overwriting a registration warns in torch and in cpytree; a copy must not
 # warn a second time for the one overwrite the user made.
 _OVERWRITE_WARNING = r".* is already registered as pytree node\. Overwriting"
 _ABSENT = object()
+_NO_LOCK = contextlib.nullcontext()
 
 
 class _Entry(NamedTuple):
@@ -98,39 +120,117 @@ def _entry(
     )
 
 
-class RegistryMirror:
-    """Two-way copy between torch.utils._pytree's registry and cpytree's."""
+@contextlib.contextmanager
+def _registry_lock() -> Iterator[None]:
+    """Hold cpytree's registry lock: the one in place once it is held.
 
-    def __init__(self, torch_pytree: ModuleType, reference: ModuleType) -> None:
-        self._tp = torch_pytree
-        self._ref = reference
-        self._builtins = frozenset(torch_pytree.BUILTIN_TYPES) | frozenset(reference.BUILTIN_TYPES)
-        self._register_torch: Callable[..., None] = torch_pytree._private_register_pytree_node
-        self._deregister_torch: Callable[[type], None] = torch_pytree._deregister_pytree_node
-        # cls -> (entry we wrote, entry it replaced or None), per destination.
-        self._copied_into_cpytree: dict[type, tuple[_Entry, _Entry | None]] = {}
-        self._copied_into_torch: dict[type, tuple[_Entry, _Entry | None]] = {}
-        self._quiet = threading.local()
+    join() and leave() replace the lock; a thread that read the old one
+    just before takes the new one instead once it gets the old.
+    """
+    while True:
+        lock = _registry._NODE_REGISTRY_LOCK
+        with lock:
+            if lock is _registry._NODE_REGISTRY_LOCK:
+                yield
+                return
+
+
+class _Copy:
+    """A registration one registry holds as a copy of the other's (a plain
+    class: no code compiled at import)."""
+
+    __slots__ = ("constant", "into_torch", "replaced", "replaced_constant", "written")
+
+    def __init__(
+        self,
+        into_torch: bool,
+        written: _Entry | None,
+        constant: bool,
+        replaced: _Entry | None,
+        replaced_constant: bool,
+    ) -> None:
+        self.into_torch = into_torch  # the registry written: torch's, else cpytree's
+        self.written = written  # what was written there (None: a deregistration)
+        self.constant = constant  # cpytree's constant flag written with it
+        # What the destination held through its own API before (None: nothing,
+        # always so for a copy into cpytree made while following).
+        self.replaced = replaced
+        self.replaced_constant = replaced_constant
+
+
+class RegistrySync:
+    """Copies between torch.utils._pytree's registry and cpytree's: one way, or both."""
+
+    def __init__(self, builtin_types: frozenset[type]) -> None:
+        self._builtins = builtin_types
+        self._tp: ModuleType | None = None
+        self._originals: dict[str, Callable[..., Any]] = {}
+        self._wrappers: dict[str, Callable[..., Any]] = {}
+        self._copies: dict[type, _Copy] = {}
+        self._joined = False
+        self._tp_lock: Any = None  # torch's registry lock (an RLock), once attached
         self._saved_lock: Any = None
+        self._quiet = threading.local()
+
+    def attached(self) -> bool:
+        """Whether torch's registry is linked (torch's functions wrapped)."""
+        return self._tp is not None
+
+    def copied_into_cpytree(self) -> list[type]:
+        """The types whose registration in cpytree is a copy of torch's."""
+        return [cls for cls, copy in self._copies.items() if not copy.into_torch]
+
+    def rebindings(self) -> dict[int, tuple[Any, Any]]:
+        """id(original) -> (original, wrapper) for the torch functions `attach()` wrapped."""
+        originals = self._originals
+        return {id(originals[name]): (originals[name], new) for name, new in self._wrappers.items()}
 
     # ------------------------------------------------------------ reading
 
     def _in_torch(self, cls: type) -> _Entry | None:
         tp = self._tp
+        assert tp is not None
         return _entry(tp.SUPPORTED_NODES, tp.SUPPORTED_SERIALIZED_TYPES,
                       tp.NO_SERIALIZED_TYPE_NAME_FOUND, cls)  # fmt: skip
 
     def _in_cpytree(self, cls: type) -> _Entry | None:
-        ref = self._ref
-        return _entry(ref.SUPPORTED_NODES, ref.SUPPORTED_SERIALIZED_TYPES,
-                      ref.NO_SERIALIZED_TYPE_NAME_FOUND, cls)  # fmt: skip
+        return _entry(_registry.SUPPORTED_NODES, _registry.SUPPORTED_SERIALIZED_TYPES,
+                      _registry.NO_SERIALIZED_TYPE_NAME_FOUND, cls)  # fmt: skip
 
     # ------------------------------------------------------------ writing
 
-    def _write(self, mod: ModuleType, register: Callable[..., None],
-               deregister: Callable[[type], None], cls: type,
-               entry: _Entry | None) -> None:  # fmt: skip
-        """Make `cls` map to `entry` (None: unregistered) through one registry's API.
+    def _write_cpytree(
+        self, cls: type, entry: _Entry | None, constant: bool, keep_shared_name: bool
+    ) -> None:
+        """Make cpytree map `cls` to `entry` (None: unregistered), without warning.
+
+        `keep_shared_name`: the key of SERIALIZED_TYPE_TO_PYTHON_TYPE that
+        every type registered without a serialized name shares stays where it
+        was. A copy of a change just made in torch moves it as torch did; a
+        write that replaces or restores cpytree's own registration must not.
+        """
+        by_name = _registry.SERIALIZED_TYPE_TO_PYTHON_TYPE
+        no_name = _registry.NO_SERIALIZED_TYPE_NAME_FOUND
+        shared = by_name.get(no_name, _ABSENT)
+        self._quiet.active = True
+        try:
+            if entry is None:
+                _registry._remove_node(cls)
+                return
+            _registry._store_node(
+                cls, entry.flatten_fn, entry.unflatten_fn, entry.flatten_with_keys_fn,
+                entry.serialized_type_name, entry.to_dumpable_context,
+                entry.from_dumpable_context, constant=constant, warn_overwrite=False,
+            )  # fmt: skip
+            if not constant:
+                _registry.CONSTANT_NODES.discard(cls)
+        finally:
+            self._quiet.active = False
+            if keep_shared_name:
+                _restore(by_name, no_name, shared)
+
+    def _write_torch(self, cls: type, entry: _Entry | None) -> None:
+        """Make torch map `cls` to `entry` (None: unregistered) through torch's API.
 
         Every type registered without a serialized name shares one key of
         SERIALIZED_TYPE_TO_PYTHON_TYPE (the last one registered owns it, and
@@ -139,14 +239,16 @@ class RegistryMirror:
         that key: it is put back as it was, and made present for the
         duration of a deregistration so that one completes.
         """
-        by_name, no_name = mod.SERIALIZED_TYPE_TO_PYTHON_TYPE, mod.NO_SERIALIZED_TYPE_NAME_FOUND
+        tp = self._tp
+        assert tp is not None
+        by_name, no_name = tp.SERIALIZED_TYPE_TO_PYTHON_TYPE, tp.NO_SERIALIZED_TYPE_NAME_FOUND
         shared = by_name.get(no_name, _ABSENT)
-        self._quiet.active = True
         try:
             if entry is None:
                 by_name.setdefault(no_name, cls)
-                deregister(cls)
+                self._originals["_deregister_pytree_node"](cls)
                 return
+            register = self._originals["_private_register_pytree_node"]
             args = (cls, entry.flatten_fn, entry.unflatten_fn)
             kwargs = {
                 "serialized_type_name": entry.serialized_type_name,
@@ -154,7 +256,7 @@ class RegistryMirror:
                 "from_dumpable_context": entry.from_dumpable_context,
                 "flatten_with_keys_fn": entry.flatten_with_keys_fn,
             }
-            if cls not in mod.SUPPORTED_NODES:
+            if cls not in tp.SUPPORTED_NODES:
                 register(*args, **kwargs)
                 return
             # catch_warnings swaps process-wide state: only an overwrite (rare:
@@ -163,123 +265,222 @@ class RegistryMirror:
                 warnings.filterwarnings("ignore", message=_OVERWRITE_WARNING)
                 register(*args, **kwargs)
         finally:
-            self._quiet.active = False
-            if shared is _ABSENT:
-                by_name.pop(no_name, None)
+            _restore(by_name, no_name, shared)
+
+    # ------------------------------------------------------------ copying
+
+    def _from_torch(self, cls: type) -> None:
+        """A change of `cls` made through torch: copy it into cpytree.
+
+        While following, cpytree's own registration of `cls` wins (nothing
+        is copied). While joined, the copy replaces it until `leave()`.
+        """
+        tp = self._tp
+        if tp is None or cls in self._builtins:
+            return
+        with _registry_lock():
+            copy = self._copies.get(cls)
+            if copy is not None and copy.into_torch:
+                # A change made through torch makes the result torch's own.
+                self._copies.pop(cls, None)
+                copy = None
+            own = copy is None and cls in _registry.SUPPORTED_NODES
+            if own and not self._joined:
+                return  # cpytree's own registration wins
+            source, constant = self._in_torch(cls), cls in tp.CONSTANT_NODES
+            current = self._in_cpytree(cls)
+            if current == source and (cls in _registry.CONSTANT_NODES) == constant:
+                return
+            if copy is not None:
+                replaced, replaced_constant = copy.replaced, copy.replaced_constant
+            elif own:
+                replaced, replaced_constant = current, cls in _registry.CONSTANT_NODES
             else:
-                by_name[no_name] = shared
+                replaced, replaced_constant = None, False
+            self._write_cpytree(cls, source, constant, keep_shared_name=replaced is not None)
+            if source is None and replaced is None:
+                self._copies.pop(cls, None)
+            else:
+                self._copies[cls] = _Copy(False, source, constant, replaced, replaced_constant)
 
-    def _write_cpytree(self, cls: type, entry: _Entry | None) -> None:
-        ref = self._ref
-        self._write(ref, ref._private_register_pytree_node, ref._deregister_pytree_node, cls, entry)
-
-    def _write_torch(self, cls: type, entry: _Entry | None) -> None:
-        self._write(self._tp, self._register_torch, self._deregister_torch, cls, entry)
-
-    def _copy(self, cls: type, to_cpytree: bool) -> None:
-        """Copy the registration of `cls` from one registry into the other."""
+    def _into_torch(self, cls: type) -> None:
+        """(Joined) copy cpytree's registration of `cls` into torch."""
         if cls in self._builtins:
             return  # both implement the builtin nodes natively
-        copied, other = (
-            (self._copied_into_cpytree, self._copied_into_torch)
-            if to_cpytree
-            else (self._copied_into_torch, self._copied_into_cpytree)
-        )
-        # A change made through one registry makes the result that registry's own.
-        other.pop(cls, None)
-        source = self._in_torch(cls) if to_cpytree else self._in_cpytree(cls)
-        target = self._in_cpytree(cls) if to_cpytree else self._in_torch(cls)
+        source, target = self._in_cpytree(cls), self._in_torch(cls)
         if source == target:
             return
-        previous = copied[cls][1] if cls in copied else target
-        (self._write_cpytree if to_cpytree else self._write_torch)(cls, source)
-        if source is None and previous is None:
-            copied.pop(cls, None)
+        copy = self._copies.get(cls)
+        replaced = copy.replaced if copy is not None and copy.into_torch else target
+        self._write_torch(cls, source)
+        if source is None and replaced is None:
+            self._copies.pop(cls, None)
         else:
-            written = self._in_cpytree(cls) if to_cpytree else self._in_torch(cls)
-            copied[cls] = (written, previous)  # type: ignore[assignment]
-
-    # ------------------------------------------------------------ hooks
+            self._copies[cls] = _Copy(True, self._in_torch(cls), False, replaced, False)
 
     def _on_cpytree_change(self, cls: type, node_def: Any) -> None:
-        """cpytree registration hook: copy the change into torch."""
+        """cpytree registration hook (lock held): the change makes `cls` cpytree's own."""
         if getattr(self._quiet, "active", False):
             return
-        self._copy(cls, to_cpytree=False)
+        with _registry_lock():  # the change may have been made under the lock join() replaced
+            copy = self._copies.get(cls)
+            if copy is not None and not copy.into_torch:
+                self._copies.pop(cls, None)
+            if self._joined:
+                self._into_torch(cls)
+            elif node_def is None:
+                self._from_torch(cls)  # torch's registration, if any, shows through again
 
-    def _wrap_torch_register(self) -> Callable[..., None]:
-        original = self._register_torch
+    def _copy_all(self, classes: list[type]) -> None:
+        """`_from_torch` of each of `classes` (following, none copied yet), stored in one batch.
 
+        The caller holds cpytree's registry lock.
+        """
+        tp = self._tp
+        assert tp is not None
+        nodes, serialized, no_name = (
+            tp.SUPPORTED_NODES, tp.SUPPORTED_SERIALIZED_TYPES, tp.NO_SERIALIZED_TYPE_NAME_FOUND
+        )  # fmt: skip
+        own, builtins, copies = _registry.SUPPORTED_NODES, self._builtins, self._copies
+        rows = []
+        made = []
+        for cls in classes:
+            if cls in builtins or cls in copies:
+                continue
+            if cls in own:
+                continue  # cpytree's own registration wins
+            source = _entry(nodes, serialized, no_name, cls)
+            if source is None:
+                continue
+            constant = cls in tp.CONSTANT_NODES
+            rows.append((cls, *source, constant))
+            made.append((cls, source, constant))
+        self._quiet.active = True
+        try:
+            _registry._store_copies(rows)
+            for cls, source, constant in made:
+                if not constant:
+                    _registry.CONSTANT_NODES.discard(cls)
+                copies[cls] = _Copy(False, source, constant, None, False)
+        finally:
+            self._quiet.active = False
+
+    # ------------------------------------------------------------ torch's functions
+
+    def _wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
-        def _private_register_pytree_node(cls: Any, *args: Any, **kwargs: Any) -> None:
-            with self._tp._NODE_REGISTRY_LOCK:
+        def sync_from_torch(cls: Any, *args: Any, **kwargs: Any) -> Any:
+            # Joined, torch's change and its copy happen under the one lock
+            # (torch's). Following, torch's function takes torch's lock and
+            # the copy cpytree's, one after the other: never torch's while
+            # waiting for cpytree's, which a registration through cpytree
+            # holds when its hook copies into torch.
+            with self._tp_lock if self._joined else _NO_LOCK:
                 try:
-                    original(cls, *args, **kwargs)
-                finally:  # torch stores the node before validating: copy even on error
-                    if not getattr(self._quiet, "active", False):
-                        self._copy(cls, to_cpytree=True)
+                    return original(cls, *args, **kwargs)
+                finally:  # torch stores a node before validating it: copy even on error
+                    if isinstance(cls, type):
+                        self._from_torch(cls)
 
-        return _private_register_pytree_node
-
-    def _wrap_torch_deregister(self) -> Callable[[type], None]:
-        original = self._deregister_torch
-
-        @functools.wraps(original)
-        def _deregister_pytree_node(cls: Any) -> None:
-            with self._tp._NODE_REGISTRY_LOCK:
-                try:
-                    original(cls)
-                finally:
-                    if not getattr(self._quiet, "active", False):
-                        self._copy(cls, to_cpytree=True)
-
-        return _deregister_pytree_node
-
-    def wrappers(self) -> dict[int, tuple[Any, Any]]:
-        """id(original) -> (original, wrapper) for the torch functions start() wraps."""
-        return {id(orig): (orig, new) for orig, new in self._wrapped}
+        return sync_from_torch
 
     # ------------------------------------------------------------ lifecycle
 
-    def start(self, patches: "Patches") -> None:
-        """Copy both ways, then keep copying until stop()."""
-        tp, ref = self._tp, self._ref
+    def attach(self, torch_pytree: ModuleType) -> None:
+        """Start following: wrap torch's functions, copy its registrations into cpytree."""
+        with _registry_lock():
+            if self._tp is not None:
+                return
+            self._tp = torch_pytree
+            self._tp_lock = torch_pytree._NODE_REGISTRY_LOCK
+            self._builtins = self._builtins | frozenset(torch_pytree.BUILTIN_TYPES)
+            for name in _WRAPPED:
+                original = getattr(torch_pytree, name)
+                self._originals[name] = original
+                self._wrappers[name] = self._wrap(original)
+                setattr(torch_pytree, name, self._wrappers[name])
+            self._copy_all(list(torch_pytree.SUPPORTED_NODES))
+            _registry._REGISTRATION_HOOKS.append(self._on_cpytree_change)
+
+    def join(self) -> None:
+        """(install()) Join the registries both ways, until `leave()`."""
+        tp = self._tp
+        assert tp is not None, "attach() first"
         # The registration functions live in cpytree._registry and read the
         # lock there (the re-exports in cpytree and cpytree._reference are
         # plain names nobody locks with): share torch's lock there, or a
         # registration through each side at once takes the two locks in
         # opposite orders and deadlocks.
-        self._saved_lock = _registry._NODE_REGISTRY_LOCK
-        _registry._NODE_REGISTRY_LOCK = tp._NODE_REGISTRY_LOCK
+        with _registry_lock():  # a copy in flight under cpytree's own lock completes first
+            self._saved_lock = _registry._NODE_REGISTRY_LOCK
+            _registry._NODE_REGISTRY_LOCK = tp._NODE_REGISTRY_LOCK
         with tp._NODE_REGISTRY_LOCK:
+            self._joined = True
             for cls in list(tp.SUPPORTED_NODES):
-                self._copy(cls, to_cpytree=True)
-            for cls in list(ref.SUPPORTED_NODES):
-                if cls not in tp.SUPPORTED_NODES:
-                    self._copy(cls, to_cpytree=False)
-            self._wrapped = [
-                (self._register_torch, self._wrap_torch_register()),
-                (self._deregister_torch, self._wrap_torch_deregister()),
-            ]
-            for original, wrapper in self._wrapped:
-                patches.set(tp, original.__name__, wrapper)
-            ref._REGISTRATION_HOOKS.append(self._on_cpytree_change)
+                self._from_torch(cls)
+            for cls in list(_registry.SUPPORTED_NODES):
+                if cls in tp.SUPPORTED_NODES:
+                    continue
+                copy = self._copies.get(cls)
+                if copy is not None and not copy.into_torch:
+                    # A copy of torch's registration, whose deregistration
+                    # (made just now, following) is still on its way: not
+                    # cpytree's own, so not for torch.
+                    self._from_torch(cls)
+                else:
+                    self._into_torch(cls)
 
-    def stop(self) -> None:
-        """Stop copying; give each registry back the registrations made through it.
-
-        The caller has already restored torch's registration functions.
-        """
-        tp, ref = self._tp, self._ref
+    def leave(self) -> None:
+        """(uninstall()) Back to following; each registry gets back the
+        registrations made through its own API."""
+        tp = self._tp
+        if tp is None or not self._joined:
+            return
         with tp._NODE_REGISTRY_LOCK:
-            with contextlib.suppress(ValueError):
-                ref._REGISTRATION_HOOKS.remove(self._on_cpytree_change)
-            for copied, current, write in (
-                (self._copied_into_cpytree, self._in_cpytree, self._write_cpytree),
-                (self._copied_into_torch, self._in_torch, self._write_torch),
-            ):
-                for cls, (written, previous) in list(copied.items()):
-                    if current(cls) == written:  # not changed since through its own API
-                        write(cls, previous)
-                copied.clear()
+            self._joined = False
+            back_in_torch = []
+            for cls, copy in list(self._copies.items()):
+                if copy.into_torch:
+                    self._copies.pop(cls, None)
+                    if self._in_torch(cls) == copy.written:  # not changed since through torch
+                        self._write_torch(cls, copy.replaced)
+                        back_in_torch.append(cls)
+                elif copy.replaced is not None:
+                    self._copies.pop(cls, None)
+                    if self._in_cpytree(cls) == copy.written:  # not changed since through cpytree
+                        self._write_cpytree(cls, copy.replaced, copy.replaced_constant,
+                                            keep_shared_name=True)  # fmt: skip
+                # else: a copy of torch's where cpytree had none: still followed
+            for cls in back_in_torch:
+                self._from_torch(cls)  # following: torch's shows through where cpytree has none
             _registry._NODE_REGISTRY_LOCK = self._saved_lock
+
+    def detach(self) -> None:
+        """Stop following: unwrap torch's functions, drop the copies (tests, teardown)."""
+        tp = self._tp
+        if tp is None:
+            return
+        self.leave()
+        with _registry_lock():
+            for name, original in self._originals.items():
+                setattr(tp, name, original)
+            self._originals.clear()
+            self._wrappers.clear()
+            if self._on_cpytree_change in _registry._REGISTRATION_HOOKS:
+                _registry._REGISTRATION_HOOKS.remove(self._on_cpytree_change)
+            self._quiet.active = True
+            try:
+                for cls in self.copied_into_cpytree():
+                    _registry._remove_node(cls)
+            finally:
+                self._quiet.active = False
+            self._copies.clear()
+        self._tp = None
+
+
+def _restore(table: dict[str, Any], key: str, value: Any) -> None:
+    """Put `table[key]` back to `value` (`_ABSENT`: no such key)."""
+    if value is _ABSENT:
+        table.pop(key, None)
+    else:
+        table[key] = value
