@@ -213,17 +213,25 @@ def _namedtuple_serialize(context: Context) -> DumpableContext:
     if context not in SUPPORTED_SERIALIZED_TYPES:
         raise NotImplementedError(
             f"Can't serialize TreeSpec of namedtuple class {context} because we "
-            "didn't register a serializated_type_name. Please register using "
+            f"didn't register a {_serialized()}_type_name. Please register using "
             "`_register_namedtuple`."
         )
     name = SUPPORTED_SERIALIZED_TYPES[context].serialized_type_name
     if name == NO_SERIALIZED_TYPE_NAME_FOUND:
         raise NotImplementedError(
             f"Can't serialize TreeSpec of namedtuple class {context} because we "
-            "couldn't find a serializated_type_name. Please register using "
+            f"couldn't find a {_serialized()}_type_name. Please register using "
             "`_register_namedtuple`."
         )
     return name
+
+
+def _serialized() -> str:
+    """How the active torch release spells "serialized" in the three messages
+    of the namedtuple hooks (`_releases.DIFFERENCES["serialized_spelling"]`)."""
+    from . import _releases
+
+    return "serialized" if _releases.has("serialized_spelling") else "serializated"
 
 
 def _namedtuple_deserialize(dumpable_context: DumpableContext) -> Context:
@@ -236,9 +244,10 @@ def _namedtuple_deserialize(dumpable_context: DumpableContext) -> Context:
     if type(dumpable_context) is str and dumpable_context != NO_SERIALIZED_TYPE_NAME_FOUND:
         cls = SERIALIZED_TYPE_TO_PYTHON_TYPE.get(dumpable_context)
     if cls is None or not is_namedtuple_class(cls):
+        shown = dumpable_context if type(dumpable_context) is str else _short_repr(dumpable_context)
         raise NotImplementedError(
-            f"Can't deserialize TreeSpec of namedtuple class {_short_repr(dumpable_context)} "
-            "because we couldn't find a serializated name."
+            f"Can't deserialize TreeSpec of namedtuple class {shown} "
+            f"because we couldn't find a {_serialized()} name."
         )
     return cls
 

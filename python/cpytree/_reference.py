@@ -50,9 +50,9 @@ import dataclasses
 import warnings
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, cast
+from typing import Any, SupportsIndex, cast
 
-from . import _serialization
+from . import _releases, _serialization
 from ._derived import bind, map_only as map_only
 from ._keys import GetAttrKey, KeyEntry, KeyPath, MappingKey, SequenceKey, key_get, keystr
 from ._match import _flatten_up_to, _StructureMismatch
@@ -165,6 +165,11 @@ __all__ = [
 # --------------------------------------------------------------------------
 
 
+def _leaf_assertion(text: str) -> AssertionError:
+    """The AssertionError the active torch release raises for a malformed leaf spec."""
+    return AssertionError(text) if _releases.has("leaf_assert_messages") else AssertionError()
+
+
 @dataclasses.dataclass(init=False, frozen=True, eq=True, repr=False, slots=True)
 class TreeSpec:
     """The structure of a pytree: node type, context and child specs.
@@ -190,10 +195,11 @@ class TreeSpec:
 
     def __post_init__(self) -> None:
         if self.type is None:
+            # torch 2.10 ran bare asserts (`_releases.DIFFERENCES["leaf_assert_messages"]`)
             if self._context is not None:
-                raise AssertionError("leaf node should not have a context")
+                raise _leaf_assertion("leaf node should not have a context")
             if len(self._children) != 0:
-                raise AssertionError("leaf node should not have children")
+                raise _leaf_assertion("leaf node should not have children")
             num_nodes, num_leaves = 1, 1
         else:
             num_nodes = 1 + sum(child.num_nodes for child in self._children)
@@ -321,6 +327,13 @@ class LeafSpec(TreeSpec):
 
     def __repr__(self, indent: int = 0) -> str:
         return "*"
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
+        # torch 2.14+ reduces to the shared leaf spec, without the warning;
+        # before, to a new LeafSpec (`_releases.DIFFERENCES["leafspec_reduce"]`).
+        if _releases.has("leafspec_reduce"):
+            return (treespec_leaf, ())
+        return object.__reduce_ex__(self, protocol)  # (a slots dataclass: no bare super())
 
 
 _LEAF_SPEC = object.__new__(LeafSpec)  # the spec of every leaf; made without the warning

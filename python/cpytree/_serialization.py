@@ -264,8 +264,7 @@ def _decode_node(json_schema: Any) -> tuple[Any, Any, list[Any]] | None:
         typ = SERIALIZED_TYPE_TO_PYTHON_TYPE.get(type_name)
     serialize_node_def = SUPPORTED_SERIALIZED_TYPES.get(typ) if typ is not None else None
     if serialize_node_def is None:
-        shown = type_name if type(type_name) is str else _short_repr(type_name)
-        raise NotImplementedError(f"Deserializing {shown} in pytree is not registered.")
+        raise NotImplementedError(_unregistered_message(type_name))
     if serialize_node_def.from_dumpable_context is None:
         if type(dumpable_context) is not str:
             raise TypeError(
@@ -279,6 +278,29 @@ def _decode_node(json_schema: Any) -> tuple[Any, Any, list[Any]] | None:
     if typ in BUILTIN_TYPES:
         _check_builtin_context(typ, context, len(children))
     return typ, context, children
+
+
+def _unregistered_message(type_name: Any) -> str:
+    """The active torch release's text for a serialized type nobody registered
+    (`_releases.DIFFERENCES["loads_unregistered_message"]`)."""
+    from . import _releases
+
+    is_str = type(type_name) is str
+    shown = type_name if is_str else _short_repr(type_name)
+    if not _releases.has("loads_unregistered_message"):
+        return f"Deserializing {shown} in pytree is not registered."
+    return (
+        f"Deserializing {shown} in pytree failed because the "
+        "serialized type is not registered in this process. If this type is "
+        "defined in another package, import that package before loading this "
+        "artifact so its pytree registrations run. If you control the type, "
+        "register it with "
+        "`torch.utils._pytree.register_pytree_node(..., "
+        "serialized_type_name=...)` or "
+        "`torch.export.register_dataclass(..., serialized_type_name=...)` "
+        "before deserializing. The `serialized_type_name` must match "
+        f"{repr(type_name) if is_str else shown}."
+    )
 
 
 def _is_key_list(keys: Any, count: int) -> bool:
@@ -434,10 +456,26 @@ class _Asterisk(str):
 _asterisk = _Asterisk()
 
 
+class _DummyLeaf:
+    """torch 2.10-2.11's placeholder leaf: a plain object printing as `*`."""
+
+    def __repr__(self) -> str:
+        return "*"
+
+
 def treespec_pprint(treespec: Any) -> str:
-    """The repr of the pytree of `treespec` with `*` at every leaf, e.g. `{'a': [*, *]}`."""
+    """The repr of the pytree of `treespec` with `*` at every leaf, e.g. `{'a': [*, *]}`.
+
+    The leaves are the active torch release's placeholder
+    (`_releases.DIFFERENCES["pprint_placeholder_str"]`): what a custom
+    unflatten function receives.
+    """
+    from . import _releases
+
     _check_spec(treespec)
-    return repr(treespec.unflatten([_asterisk] * treespec.num_leaves))
+    if _releases.has("pprint_placeholder_str"):
+        return repr(treespec.unflatten([_asterisk] * treespec.num_leaves))
+    return repr(treespec.unflatten([_DummyLeaf() for _ in range(treespec.num_leaves)]))
 
 
 def pytree_to_str(treespec: Any) -> str:

@@ -599,6 +599,13 @@ def main() -> None:
     register(cpytree if impl_name != "torch" else pt)
     global PREFIX
     scenarios = scenario.split(",")
+    # The parent's torch release, whose semantics (messages) cpytree gives
+    # there: this child imports no torch (cpytree._releases.active()).
+    release = os.environ.get("CPYTREE_TEST_RELEASE")
+    if release and impl_name != "torch":
+        from cpytree import _releases
+
+        _releases.emulating(release).__enter__()
     for sc in scenarios:
         PREFIX = f"{sc}|" if len(scenarios) > 1 else ""
         kind, _, shape = sc.partition(":")

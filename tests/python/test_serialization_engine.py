@@ -226,7 +226,11 @@ def test_listed_hostile_loads_match_reference(text: str) -> None:
     assert _same(ours, _outcome(ref.treespec_loads.__wrapped__, text))
 
 
-def _loads_records(impl_name: str) -> dict[str, Any]:
+def _loads_records(impl_name: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    if torch_pytree is not None:  # cpytree's children give this torch's messages
+        import torch
+
+        monkeypatch.setenv("CPYTREE_TEST_RELEASE", torch.__version__)
     res = support.run_isolated(impl_name, "loads")
     proc = res.pop("__process__")
     assert proc["returncode"] == 0, f"{impl_name}: {proc['running']!r}: {proc['stderr']}"
@@ -234,17 +238,17 @@ def _loads_records(impl_name: str) -> dict[str, Any]:
     return {op[len("loads/") :]: (r["exc"], r["msg"], r["ok"]) for op, r in res.items()}
 
 
-def test_hostile_loads_table_matches_reference_and_torch() -> None:
+def test_hostile_loads_table_matches_reference_and_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     # Every text of _hostile.LOADS_TEXTS (BOM, big integers, NaN spellings,
     # trailing content, surrogates, duplicate keys, ...), each implementation
     # in a child process: the engine gives the reference's exception and
     # message, or a spec with the same dumps, whatever simdjson the build
     # found; the reference gives torch's (json.loads decides what is JSON).
-    ours = _loads_records("cpytree")
-    assert ours == _loads_records("cpytree._reference")
+    ours = _loads_records("cpytree", monkeypatch)
+    assert ours == _loads_records("cpytree._reference", monkeypatch)
     if torch_pytree is None:
         return
-    theirs = _loads_records("torch")
+    theirs = _loads_records("torch", monkeypatch)
     differ = {name for name in ours if ours[name] != theirs[name]}
     assert differ == _hostile.LOADS_STRICTER_THAN_TORCH, {n: (ours[n], theirs[n]) for n in differ}
     assert ours["bom"][0] == "JSONDecodeError" and "BOM" in ours["bom"][1]

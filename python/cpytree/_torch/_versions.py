@@ -1,27 +1,27 @@
-"""Which torch versions install() was tested with, and what it does on others.
+"""The torch releases install() was tested on, for status().
 
-`make test-torch-versions` runs the torch-facing suites (install(), compile,
-export, the spec interop) against each version in `TESTED`, each in its own
-venv. On a torch whose major.minor is not among them, install() warns once
-and proceeds: every step it takes checks what it touches (a function torch
+`make test-torch-range` runs the torch-facing suites (`pytest -m torch`:
+install(), compile, export, the spec interop, the differential tests against
+torch's own functions) against every release of `cpytree._releases.SUPPORTED`,
+each in its own venv; `TESTED` lists those they passed on. What differs
+between releases, and how cpytree gives each its semantics, is the table
+`cpytree._releases.DIFFERENCES`.
+
+On a release outside `TESTED`, install() proceeds without a warning: every
+step it takes checks what it touches (`dynamo._inventory`; a function torch
 lacks is skipped, specs that cannot pose as torch's leave the spec-returning
 functions alone) and any failure midway undoes every step already taken, so
-the worst case on an unknown torch is a warning and torch left as it was, never
-a torch half patched. Refusing outright would turn every torch release into a
-cpytree release for no safety gained.
+the only warnings are those of something actually off (a fast path switched
+off, and why). status() says whether the release was tested (`is_tested`).
 """
 
 from __future__ import annotations
 
-import warnings
-
 __all__ = ["TESTED", "check_torch_version", "is_tested"]
 
-# The torch releases the suites ran against (the minor versions are supported;
-# their other patch releases change no pytree code).
-TESTED: tuple[str, ...] = ("2.13.0", "2.14.1")
-
-_warned: set[str] = set()
+# The torch releases the `-m torch` suites passed on (their other patch
+# releases of the same minor change no pytree code).
+TESTED: tuple[str, ...] = ("2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0")
 
 
 def _minor(version: str) -> tuple[int, int] | None:
@@ -44,15 +44,11 @@ def is_tested(version: str) -> bool:
     return minor is not None and minor in {_minor(v) for v in TESTED}
 
 
-def check_torch_version(version: str) -> None:
-    """Warn (once per version) that install() proceeds on an untested torch."""
-    if is_tested(version) or version in _warned:
-        return
-    _warned.add(version)
-    warnings.warn(
-        f"cpytree.install(): torch {version} was not tested with cpytree "
-        f"(tested: {', '.join(TESTED)}); installing anyway. Anything install() cannot "
-        "do on this torch is left as torch's (see cpytree.status()).",
-        UserWarning,
-        stacklevel=3,
-    )
+def check_torch_version(version: str) -> tuple[int, int]:
+    """The supported (major, minor) whose semantics cpytree gives on torch `version`.
+
+    install() calls it first; it never warns (see the module docstring).
+    """
+    from .. import _releases
+
+    return _releases.release_of(version)

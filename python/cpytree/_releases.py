@@ -1,0 +1,171 @@
+"""The torch releases cpytree follows, and every pytree difference between them.
+
+cpytree gives the semantics of one torch release at a time (messages
+included): the release of the torch imported in the process (the one
+install() patches, whose registry cpytree follows), or, with no torch
+imported, the newest supported release. `DIFFERENCES` is the one table of
+what changed between the supported releases in `torch/utils/_pytree.py`
+and `torch/fx/_pytree.py` (read from each release's wheel: `diff -u` of
+consecutive releases; 2.12.1 and 2.13.0 are byte-identical), and says how
+cpytree gives each release its behaviour. Code that differs by release asks
+`has(name)` on its cold path (an error message, pickling), never per node.
+
+Example:
+    >>> has("serialized_spelling")   # no torch imported: 2.15.0's behaviour
+    True
+    >>> with emulating("2.13.0"):    # tests: another release's behaviour
+    ...     has("serialized_spelling")
+    False
+
+`cpytree._torch._versions` names the releases the suites passed on (TESTED).
+"""
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import NamedTuple
+
+__all__ = ["DIFFERENCES", "NEWEST", "SUPPORTED", "active", "emulating", "has", "release_of"]
+
+# Every torch release of the last year, oldest first (one patch release per
+# minor: the others change no pytree code).
+SUPPORTED: tuple[str, ...] = ("2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0")
+NEWEST: str = SUPPORTED[-1]
+
+
+class Difference(NamedTuple):
+    """One change of torch's pytree between two supported releases."""
+
+    since: tuple[int, int]  # the first (major, minor) with the new behaviour
+    what: str  # what torch changed
+    how: str  # how cpytree gives each release its behaviour
+
+
+# fmt: off
+DIFFERENCES: dict[str, Difference] = {
+    # ---- 2.11
+    "leaf_assert_messages": Difference(
+        (2, 11),
+        "TreeSpec(None, context, children) with a context or children raises "
+        "AssertionError('leaf node should not have a context' / '... children'); "
+        "2.10 ran a bare `assert` (AssertionError with no text)",
+        "the reference TreeSpec gives each release's text; the engine's TreeSpec "
+        "gives 2.11+'s text on every release",
+    ),
+    "slots_classes": Difference(
+        (2, 11),
+        "SequenceKey, MappingKey, GetAttrKey, ConstantNode, TreeSpec and LeafSpec "
+        "are slots dataclasses (no __dict__, no weakref); ConstantNode is Generic[T]",
+        "installed, paths and constants are torch's own classes; cpytree's own "
+        "classes have 2.11+'s layout on every release",
+    ),
+    # ---- 2.12
+    "fn_type_names": Difference(
+        (2, 12),
+        "the type aliases FlattenFn, UnflattenFn, FlattenWithKeysFn (FlattenFunc & "
+        "co. kept as deprecated aliases) and torch.fx._pytree's FlattenFnSpec / "
+        "FlattenFnExactMatchSpec appear; __all__ lists FlattenFn/UnflattenFn where "
+        "2.10-2.11 listed FlattenFunc/UnflattenFunc",
+        "cpytree has both spellings on every release; its __all__ is 2.12+'s",
+    ),
+    "pprint_placeholder_str": Difference(
+        (2, 12),
+        "treespec_pprint fills the leaves with one str subclass printing as * "
+        "(`_asterisk`); 2.10-2.11 filled them with `_DummyLeaf()` objects",
+        "cpytree.treespec_pprint fills with each release's placeholder",
+    ),
+    "register_opaque_enum_warns": Difference(
+        (2, 12),
+        "registering an Enum registered as an opaque type logs a deprecation "
+        "warning instead of raising ValueError (non-Enum opaque types still raise)",
+        "torch's own check: torch's registration function runs it (the "
+        "registries are joined while installed); cpytree alone has no opaque types",
+    ),
+    # ---- 2.14
+    "register_custom_class_check": Difference(
+        (2, 14),
+        "the refusal above tests torch._library.opaque_object.is_custom_class "
+        "(was is_opaque_type)",
+        "torch's own check, as above",
+    ),
+    "serialized_spelling": Difference(
+        (2, 14),
+        "the three namedtuple (de)serialization NotImplementedErrors spell "
+        "'serialized_type_name' / 'serialized name' where 2.10-2.13 wrote "
+        "'serializated'",
+        "cpytree's namedtuple hooks give each release's text",
+    ),
+    "leafspec_reduce": Difference(
+        (2, 14),
+        "LeafSpec.__reduce__ is (treespec_leaf, ()): copy and pickle give back "
+        "the one leaf spec, without a warning; before, a new LeafSpec and a "
+        "FutureWarning from LeafSpec's deprecation",
+        "the reference LeafSpec pickles as each release does; the engine's leaf "
+        "spec is one interned object and pickles to it on every release",
+    ),
+    # ---- 2.15
+    "loads_unregistered_message": Difference(
+        (2, 15),
+        "treespec_loads of an unregistered serialized type: NotImplementedError("
+        "'Deserializing {name} in pytree failed because the serialized type is not "
+        "registered in this process. ...'); before, '... in pytree is not registered.'",
+        "cpytree.treespec_loads gives each release's text",
+    ),
+    "deregister_optree": Difference(
+        (2, 15),
+        "_deregister_pytree_node also unregisters the type from optree's 'torch' "
+        "namespace (or drops its pending torch.utils._cxx_pytree registration)",
+        "torch's own function does it: while installed, a deregistration through "
+        "cpytree reaches torch's; cpytree never registers with optree itself",
+    ),
+}
+# fmt: on
+
+_SINCE: dict[str, tuple[int, int]] = {name: d.since for name, d in DIFFERENCES.items()}
+_OLDEST: tuple[int, int] = (2, 10)
+_NEWEST: tuple[int, int] = (2, 15)
+
+# Set only by emulating() (tests); None: follow the torch imported.
+_emulated: list[tuple[int, int]] = []
+
+
+def release_of(version: str) -> tuple[int, int]:
+    """The supported (major, minor) whose semantics cpytree gives for torch `version`.
+
+    Releases older than the oldest supported get its semantics, newer ones
+    (and versions that do not parse) the newest's.
+    """
+    major, dot, rest = version.partition(".")
+    end = 0
+    while end < len(rest) and rest[end].isdecimal():
+        end += 1
+    if not dot or not major.isdecimal() or end == 0:
+        return _NEWEST
+    minor = int(major), int(rest[:end])
+    return min(max(minor, _OLDEST), _NEWEST)
+
+
+def active() -> tuple[int, int]:
+    """The (major, minor) whose semantics cpytree gives now."""
+    if _emulated:
+        return _emulated[-1]
+    torch = sys.modules.get("torch")
+    version = getattr(torch, "__version__", None)
+    if isinstance(version, str):  # torch.__version__ is a str subclass (TorchVersion)
+        return release_of(version)
+    return _NEWEST
+
+
+def has(name: str) -> bool:
+    """Whether the active release has the behaviour `DIFFERENCES[name]` introduced."""
+    return active() >= _SINCE[name]
+
+
+@contextlib.contextmanager
+def emulating(version: str) -> Iterator[None]:
+    """Give release `version`'s semantics inside the block (for tests)."""
+    _emulated.append(release_of(version))
+    try:
+        yield
+    finally:
+        _emulated.pop()
