@@ -1,8 +1,9 @@
-"""install() on torch versions: tested ones silently, others with a warning,
-and a failure midway never leaves torch half patched.
+"""install() on torch releases: silently on every one (tested or not), and a
+failure midway never leaves torch half patched.
 
-`make test-torch-versions` runs this file with the other torch-facing suites
-against torch 2.13.0 and 2.14.1 (cpytree._torch._versions.TESTED).
+`make test-torch-range` runs this file with the other torch-facing suites
+against every release of cpytree._releases.SUPPORTED (2.10.0-2.15.0);
+cpytree._torch._versions.TESTED lists those they passed on.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch.utils._pytree as tp
 
 import cpytree
 import cpytree._torch as ct
+from cpytree import _releases
 from cpytree._torch import _spec_interop, _versions, dynamo as _dynamo
 
 pytestmark = [
@@ -29,39 +31,51 @@ pytestmark = [
 @pytest.fixture(autouse=True)
 def _uninstalled():
     cpytree.uninstall()
-    _versions._warned.clear()
     yield
     cpytree.uninstall()
 
 
-def test_this_torch_is_a_tested_version():
-    # The venvs of `make test-torch-versions` hold exactly the tested releases.
+def test_this_torch_is_a_tested_release():
+    # The venvs of `make test-torch-range` hold exactly the supported releases.
     assert _versions.is_tested(torch.__version__), torch.__version__
+    assert torch.__version__.split("+")[0] in _releases.SUPPORTED
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         cpytree.install()
     assert cpytree.is_installed()
 
 
+def test_tested_releases_are_the_supported_ones():
+    assert set(_versions.TESTED) <= set(_releases.SUPPORTED)
+
+
 @pytest.mark.parametrize(
     ("version", "tested"),
-    [("2.13.0", True), ("2.13.0+cpu", True), ("2.14.1", True), ("2.14.0+cu126", True),
-     ("2.12.1", False), ("2.15.0.dev20260101", False), ("3.0.0", False), ("nightly", False)],
+    [("2.10.0", True), ("2.11.0+cu128", True), ("2.12.1", True), ("2.13.0+cpu", True),
+     ("2.14.0+cu126", True), ("2.15.0", True), ("2.9.1", False),
+     ("2.16.0.dev20270101", False), ("3.0.0", False), ("nightly", False)],
 )  # fmt: skip
 def test_is_tested(version, tested):
     assert _versions.is_tested(version) is tested
 
 
-def test_untested_version_warns_once_and_installs(monkeypatch):
+def test_untested_release_installs_silently(monkeypatch):
+    # Not a warning for being new: only something actually off warns.
     monkeypatch.setattr(torch, "__version__", "2.99.0")
-    with pytest.warns(UserWarning, match=r"torch 2\.99\.0 was not tested .*2\.13\.0, 2\.14\.1"):
-        cpytree.install()
-    assert cpytree.is_installed()
-    assert tp.tree_flatten is not cpytree._reference.tree_flatten
-    cpytree.uninstall()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        cpytree.install()  # the same untested version: no second warning
+        cpytree.install()
+    assert cpytree.is_installed()
+    assert not _versions.is_tested(torch.__version__)
+    assert tp.tree_flatten is not cpytree._reference.tree_flatten
+    # ...and cpytree gives the newest supported release's semantics there
+    assert _releases.active() == (2, 15) == _versions.check_torch_version("2.99.0")
+
+
+def test_the_installed_release_semantics():
+    cpytree.install()
+    assert _releases.active() == _releases.release_of(torch.__version__)
+    assert _versions.check_torch_version(torch.__version__) == _releases.active()
 
 
 def _torch_state():
