@@ -279,8 +279,12 @@ clean:
 #                              clearly where abseil or simdjson is missing
 #   make test-pythons          per CPython (3.10-3.15): its wheel in a fresh venv,
 #                              tests/packaging then the whole tests/python
-#   make test-torch-versions   the torch-facing tests (pytest -m torch) on torch
-#                              2.13.0 and 2.14.1
+#   make test-torch-versions   the torch-facing tests (pytest -m torch) on the torch
+#                              releases CI tests: 2.13.0, 2.14.1 and 2.15.0
+#   make test-torch-range      the same on every supported release, 2.10.0-2.15.0
+#                              (cpytree._releases.SUPPORTED); each release's wheels
+#                              come from $CPYTREE_CACHE/wheelhouse (outside the checkout,
+#                              fetched once); its venv build/torch/<release> is kept
 # PYTHONS overrides the machine's interpreters (default: scripts/find_pythons.sh);
 # SID_PYTHONS the sid folder's (default 3.14 3.15; empty: none).
 PYTHONS        ?= $(shell scripts/find_pythons.sh)
@@ -290,10 +294,14 @@ WHEEL_SYMBOLS  ?= 0
 # CI tests) or system (the machine's gcc, Debian's abseil/simdjson grafted in).
 WHEEL_TOOLCHAIN ?= zig
 export WHEEL_TOOLCHAIN
-TORCH_VERSIONS ?= 2.13.0 2.14.1
+TORCH_VERSIONS ?= 2.13.0 2.14.1 2.15.0
+# Every supported release (cpytree._releases.SUPPORTED; tests/python/test_releases.py
+# checks the two agree).
+TORCH_RANGE    ?= 2.10.0 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0
 SID            := scripts/sid_root.sh amd64
 
-.PHONY: setup-system wheel wheels sdist test-pythons test-torch-versions test-aarch64 test-torch-sid
+.PHONY: setup-system wheel wheels sdist test-pythons test-torch-versions test-torch-range test-aarch64 \
+        test-torch-sid
 
 setup-system:
 	@SETUP_VENV=0 bash scripts/setup.sh
@@ -353,3 +361,6 @@ test-torch-sid: setup-system
 
 test-torch-versions: setup-system
 	@JOBS=$(JOBS) scripts/test_torch_versions.sh $(TORCH_VERSIONS)
+
+test-torch-range: setup-system
+	@JOBS=$(JOBS) scripts/test_torch_versions.sh $(TORCH_RANGE)

@@ -23,7 +23,12 @@ Example:
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:  # compiles no code at import (see cpytree._namedtuple)
+    from ._namedtuple import NamedTuple
 
 __all__ = ["DIFFERENCES", "NEWEST", "SUPPORTED", "active", "emulating", "has", "release_of"]
 
@@ -39,6 +44,9 @@ class Difference(NamedTuple):
     since: tuple[int, int]  # the first (major, minor) with the new behaviour
     what: str  # what torch changed
     how: str  # how cpytree gives each release its behaviour
+
+    def _new(_cls: Any, since: Any, what: Any, how: Any) -> Any:
+        return tuple.__new__(_cls, (since, what, how))
 
 
 # fmt: off

@@ -14,6 +14,7 @@ import pickle
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,7 +58,7 @@ def _spelling(release: str) -> str:
 
 def test_the_table() -> None:
     minors = [_minor(r) for r in _releases.SUPPORTED]
-    assert minors == sorted(set(minors)) and _releases.NEWEST == _releases.SUPPORTED[-1]
+    assert minors == sorted(set(minors)) and _releases.SUPPORTED[-1] == _releases.NEWEST
     for name, difference in _releases.DIFFERENCES.items():
         # a change between two supported releases, first seen in one of them
         assert minors[0] < difference.since <= minors[-1], name
@@ -104,8 +105,12 @@ def test_emulating_nests_and_restores() -> None:
 def test_namedtuple_messages(impl: Any, release: str) -> None:
     leaf = impl.treespec_leaf()
     with _releases.emulating(release):
-        unregistered = _error(impl.treespec_dumps, impl.TreeSpec(collections.namedtuple, Unnamed, [leaf, leaf]))
-        nameless = _error(impl.treespec_dumps, impl.TreeSpec(collections.namedtuple, Nameless, [leaf, leaf]))
+        unregistered = _error(
+            impl.treespec_dumps, impl.TreeSpec(collections.namedtuple, Unnamed, [leaf, leaf])
+        )
+        nameless = _error(
+            impl.treespec_dumps, impl.TreeSpec(collections.namedtuple, Nameless, [leaf, leaf])
+        )
         unknown = _error(impl.treespec_loads, '[1, {"type": "collections.namedtuple", "context": "x.Y", '
                          '"children_spec": [{"type": null, "context": null, "children_spec": []}]}]')  # fmt: skip
     s = _spelling(release)
@@ -207,3 +212,13 @@ def test_pprint_placeholder(impl: Any, release: str) -> None:
         text = impl.treespec_pprint(spec)
     is_str = _minor(release) >= (2, 12)  # `_asterisk`, a str; before, `_DummyLeaf()`
     assert text == f"[Flags({is_str}, {is_str})]"
+
+
+def test_the_scripts_name_the_supported_releases() -> None:
+    root = Path(__file__).resolve().parents[2]
+    makefile = (root / "Makefile").read_text()
+    assert f"TORCH_RANGE    ?= {' '.join(_releases.SUPPORTED)}\n" in makefile
+    ci_line = 'TORCH_VERSIONS="${CI_TORCH_VERSIONS:-2.13.0 2.14.1 2.15.0}"'
+    assert ci_line in (root / ".ci" / "run").read_text()
+    assert "TORCH_VERSIONS ?= 2.13.0 2.14.1 2.15.0\n" in makefile
+    assert {"2.13.0", "2.14.1", "2.15.0"} <= set(_releases.SUPPORTED)

@@ -17,14 +17,12 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
-
-import torch.utils._pytree as tp
-
 import cpytree
 import cpytree._reference as ref
 from cpytree import _releases
 
+torch = pytest.importorskip("torch")
+tp = pytest.importorskip("torch.utils._pytree")
 pytestmark = pytest.mark.torch
 IMPLS = pytest.mark.parametrize("impl", [cpytree, ref], ids=["cpytree", "reference"])
 RELEASE = _releases.release_of(torch.__version__)
