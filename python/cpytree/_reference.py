@@ -144,14 +144,15 @@ from ._serialization import (
     treespec_pprint,
 )
 
-# torch's __all__, plus the key entry names (re-exported from _keys). The
+# torch's __all__ of every supported release, plus the key entry names (re-exported from _keys). The
 # package's __all__ is the same list, _registry.PUBLIC_NAMES (kept there so
 # `import cpytree` need not load this module; a test checks they agree).
 __all__ = [
-    "Context", "DumpableContext", "FlattenFn", "FromDumpableContextFn", "GetAttrKey",
-    "KeyEntry", "KeyPath", "LeafSpec", "MappingKey", "PyTree", "PyTreeSpec", "SequenceKey",
-    "ToDumpableContextFn", "TreeSpec", "UnflattenFn", "is_namedtuple", "is_namedtuple_class",
-    "is_namedtuple_instance", "is_structseq", "is_structseq_class", "is_structseq_instance",
+    "Context", "DumpableContext", "FlattenFn", "FlattenFunc", "FromDumpableContextFn",
+    "GetAttrKey", "KeyEntry", "KeyPath", "LeafSpec", "MappingKey", "PyTree", "PyTreeSpec",
+    "SequenceKey", "ToDumpableContextFn", "TreeSpec", "UnflattenFn", "UnflattenFunc",
+    "is_namedtuple", "is_namedtuple_class", "is_namedtuple_instance", "is_structseq",
+    "is_structseq_class", "is_structseq_instance",
     "key_get", "keystr", "register_pytree_node", "tree_all", "tree_all_only", "tree_any",
     "tree_any_only", "tree_flatten", "tree_flatten_with_path", "tree_is_leaf", "tree_iter",
     "tree_leaves", "tree_leaves_with_path", "tree_map", "tree_map_", "tree_map_only",

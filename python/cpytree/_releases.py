@@ -74,7 +74,8 @@ DIFFERENCES: dict[str, Difference] = {
         "co. kept as deprecated aliases) and torch.fx._pytree's FlattenFnSpec / "
         "FlattenFnExactMatchSpec appear; __all__ lists FlattenFn/UnflattenFn where "
         "2.10-2.11 listed FlattenFunc/UnflattenFunc",
-        "cpytree has both spellings on every release; its __all__ is 2.12+'s",
+        "cpytree has both spellings on every release, and its __all__ lists both "
+        "(a star import gives what each release's gives)",
     ),
     "pprint_placeholder_str": Difference(
         (2, 12),
