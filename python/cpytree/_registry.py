@@ -3,8 +3,10 @@
 `SUPPORTED_NODES` here is the one registry of the process: the pure-Python
 reference reads it directly, and the C++ engine mirrors it through
 `_REGISTRATION_HOOKS` (see docs/architecture.md, "Registration flow"). The
-registration functions behave exactly as torch 2.13's namesakes in
-`torch.utils._pytree`; the builtin node types are registered by `_nodes`.
+registration functions behave exactly as their namesakes in
+`torch.utils._pytree` (the same in torch 2.10-2.15 as far as cpytree's own
+registry goes: `_releases.DIFFERENCES` says where torch's differ); the
+builtin node types are registered by `_nodes`.
 
 Example:
     >>> class Pair:
