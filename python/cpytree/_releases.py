@@ -23,14 +23,16 @@ Example:
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from typing import NamedTuple
 else:  # compiles no code at import (see cpytree._namedtuple)
     from ._namedtuple import NamedTuple
 
-__all__ = ["DIFFERENCES", "NEWEST", "SUPPORTED", "active", "emulating", "has", "release_of"]
+__all__ = [
+    "DIFFERENCES", "NEWEST", "SUPPORTED", "active", "emulating", "has", "minor_of", "release_of",
+]  # fmt: skip
 
 # Every torch release of the last year, oldest first (one patch release per
 # minor: the others change no pytree code).
@@ -130,11 +132,27 @@ DIFFERENCES: dict[str, Difference] = {
 }
 # fmt: on
 
-_SINCE: dict[str, tuple[int, int]] = {name: d.since for name, d in DIFFERENCES.items()}
-_OLDEST: tuple[int, int] = (2, 10)
-_NEWEST: tuple[int, int] = (2, 15)
 
-# Set only by emulating() (tests); None: follow the torch imported.
+def minor_of(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a version that starts "MAJOR.MINOR", or None.
+
+    As `re.match(r"(\\d+)\\.(\\d+)")` would read it.
+    Without `re`: compiling that pattern was a sizeable part of install().
+    """
+    major, dot, rest = version.partition(".")
+    end = 0
+    while end < len(rest) and rest[end].isdecimal():  # isdecimal(): the class of \d
+        end += 1
+    if not dot or not major.isdecimal() or end == 0:
+        return None
+    return int(major), int(rest[:end])
+
+
+_SINCE: dict[str, tuple[int, int]] = {name: d.since for name, d in DIFFERENCES.items()}
+_OLDEST = cast("tuple[int, int]", minor_of(SUPPORTED[0]))
+_NEWEST = cast("tuple[int, int]", minor_of(NEWEST))
+
+# Pushed and popped by emulating() (tests); empty: follow the torch imported.
 _emulated: list[tuple[int, int]] = []
 
 
@@ -144,13 +162,9 @@ def release_of(version: str) -> tuple[int, int]:
     Releases older than the oldest supported get its semantics, newer ones
     (and versions that do not parse) the newest's.
     """
-    major, dot, rest = version.partition(".")
-    end = 0
-    while end < len(rest) and rest[end].isdecimal():
-        end += 1
-    if not dot or not major.isdecimal() or end == 0:
+    minor = minor_of(version)
+    if minor is None:
         return _NEWEST
-    minor = int(major), int(rest[:end])
     return min(max(minor, _OLDEST), _NEWEST)
 
 

@@ -24,24 +24,12 @@ __all__ = ["TESTED", "check_torch_version", "is_tested"]
 TESTED: tuple[str, ...] = ("2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0")
 
 
-def _minor(version: str) -> tuple[int, int] | None:
-    """(major, minor) of a version that starts "MAJOR.MINOR", as re.match(r"(\\d+)\\.(\\d+)").
-
-    Without `re`: compiling that pattern was a sizeable part of install().
-    """
-    major, dot, rest = version.partition(".")
-    end = 0
-    while end < len(rest) and rest[end].isdecimal():  # isdecimal(): the class of \d
-        end += 1
-    if not dot or not major.isdecimal() or end == 0:
-        return None
-    return int(major), int(rest[:end])
-
-
 def is_tested(version: str) -> bool:
     """Whether `version` (torch.__version__, e.g. "2.13.0+cpu") is a tested major.minor."""
-    minor = _minor(version)
-    return minor is not None and minor in {_minor(v) for v in TESTED}
+    from .._releases import minor_of
+
+    minor = minor_of(version)
+    return minor is not None and minor in {minor_of(v) for v in TESTED}
 
 
 def check_torch_version(version: str) -> tuple[int, int]:
