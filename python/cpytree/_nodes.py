@@ -229,9 +229,14 @@ def _namedtuple_serialize(context: Context) -> DumpableContext:
 def _serialized() -> str:
     """How the active torch release spells "serialized" in the three messages
     of the namedtuple hooks (`_releases.DIFFERENCES["serialized_spelling"]`)."""
-    from . import _releases
+    # No import statement: loading a spec imports nothing (cpytree._serialization,
+    # loaded before any of these hooks runs, imported _releases).
+    releases = sys.modules.get(f"{__package__}._releases")
+    if releases is None:  # a hook called directly
+        from . import _releases
 
-    return "serialized" if _releases.has("serialized_spelling") else "serializated"
+        releases = _releases
+    return "serialized" if releases.has("serialized_spelling") else "serializated"
 
 
 def _namedtuple_deserialize(dumpable_context: DumpableContext) -> Context:

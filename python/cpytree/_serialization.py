@@ -62,6 +62,7 @@ from collections.abc import Callable, Hashable
 from enum import Enum
 from typing import Any, NamedTuple, cast
 
+from . import _releases
 from ._nodes import (
     BUILTIN_TYPES,
     _defaultdict_serialize,
@@ -283,8 +284,6 @@ def _decode_node(json_schema: Any) -> tuple[Any, Any, list[Any]] | None:
 def _unregistered_message(type_name: Any) -> str:
     """The active torch release's text for a serialized type nobody registered
     (`_releases.DIFFERENCES["loads_unregistered_message"]`)."""
-    from . import _releases
-
     is_str = type(type_name) is str
     shown = type_name if is_str else _short_repr(type_name)
     if not _releases.has("loads_unregistered_message"):
@@ -470,8 +469,6 @@ def treespec_pprint(treespec: Any) -> str:
     (`_releases.DIFFERENCES["pprint_placeholder_str"]`): what a custom
     unflatten function receives.
     """
-    from . import _releases
-
     _check_spec(treespec)
     if _releases.has("pprint_placeholder_str"):
         return repr(treespec.unflatten([_asterisk] * treespec.num_leaves))
