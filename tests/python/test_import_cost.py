@@ -15,6 +15,7 @@ import textwrap
 import pytest
 
 import cpytree
+from cpytree import _releases
 
 LAZY = [
     "cpytree._keys",
@@ -232,6 +233,22 @@ def _behaviour(cls: type, value: object) -> dict:
     }
 
 
+def _constant_node_of_2_11() -> type:
+    """torch 2.11+'s ConstantNode, as its torch/utils/_pytree.py defines it."""
+    import dataclasses
+    import types
+    from typing import Generic, TypeVar
+
+    T = TypeVar("T")
+    body = {"__annotations__": {"value": T}, "__module__": __name__}
+    # (annotations evaluated, as in torch's module: this one's are strings)
+    cls = types.new_class("ConstantNode", (Generic[T],), exec_body=lambda ns: ns.update(body))
+    return dataclasses.dataclass(frozen=True, slots=True)(cls)
+
+
+ConstantNode = _constant_node_of_2_11()  # at module level: instances pickle
+
+
 @pytest.mark.torch
 @pytest.mark.parametrize("value", [1, "a", (1, [2]), None])
 def test_constant_node_behaves_as_the_frozen_slots_dataclass(value: object) -> None:
@@ -240,7 +257,12 @@ def test_constant_node_behaves_as_the_frozen_slots_dataclass(value: object) -> N
     # slots=True) does, class name aside.
     ours = _behaviour(cpytree._registry.ConstantNode, value)
     torch_pytree = pytest.importorskip("torch.utils._pytree")
-    genuine = _behaviour(torch_pytree.ConstantNode, value)
+    if _releases.active() >= (2, 11):
+        genuine = _behaviour(torch_pytree.ConstantNode, value)
+    else:  # 2.10's is neither slots nor Generic (DIFFERENCES["slots_classes"])
+        assert not hasattr(torch_pytree.ConstantNode, "__slots__")
+        assert not hasattr(torch_pytree.ConstantNode, "__parameters__")
+        genuine = _behaviour(ConstantNode, value)  # cpytree's is 2.11+'s
     assert ours == genuine
     node = cpytree._registry.ConstantNode([1])
     node_list = [node]
