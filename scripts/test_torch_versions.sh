@@ -26,13 +26,15 @@ cd "$(dirname "$0")/.."
 PYTHON=${TORCH_PYTHON:-python3}
 WHEELHOUSE=${TORCH_WHEELHOUSE:-${CPYTREE_CACHE:-$HOME/.cache/cpytree}/wheelhouse}
 [ $# -gt 0 ] || set -- 2.13.0 2.14.1 2.15.0
-wheel=$(scripts/wheel.sh "$PYTHON" | tail -1)
-quiet() { "$@" 2>&1 | { grep -v "is ignored: it is neither" || true; }; return "${PIPESTATUS[0]}"; }
-status=0; summary=""
 for version in "$@"; do
   case $version in
     *[!0-9.]* | "") echo "test-torch-versions: '$version' is not a release (X.Y.Z)" >&2; exit 2 ;;
   esac
+done
+wheel=$(scripts/wheel.sh "$PYTHON" | tail -1)
+quiet() { "$@" 2>&1 | { grep -v "is ignored: it is neither" || true; }; return "${PIPESTATUS[0]}"; }
+status=0; summary=""
+for version in "$@"; do
   start=$SECONDS
   venv=build/torch/$version${TORCH_VENV_SUFFIX:-}/venv
   if [ "$(cat "$venv/.torch" 2>/dev/null)" != "$version" ]; then
