@@ -51,12 +51,16 @@ def test_tested_releases_are_the_supported_ones():
 
 @pytest.mark.parametrize(
     ("version", "tested"),
-    [("2.10.0", True), ("2.11.0+cu128", True), ("2.12.1", True), ("2.13.0+cpu", True),
-     ("2.14.0+cu126", True), ("2.15.0", True), ("2.9.1", False),
+    [("2.13.0+cpu", True), ("2.14.0+cu126", True), ("2.9.1", False),
      ("2.16.0.dev20270101", False), ("3.0.0", False), ("nightly", False)],
 )  # fmt: skip
 def test_is_tested(version, tested):
     assert _versions.is_tested(version) is tested
+
+
+@pytest.mark.parametrize("release", _releases.SUPPORTED)
+def test_is_tested_over_the_range(release):
+    assert _versions.is_tested(release) is (release in _versions.TESTED)
 
 
 def _install_warnings():
