@@ -103,7 +103,10 @@ INVENTORY: tuple[Name, ...] = (
     Name(_V, "TupleVariable", "call", "trackers"),
     Name(_V, "NamedTupleVariable", "read", "trackers"),
     Name(_V, "NamedTupleVariable.tuple_cls", "read", "trackers", kind="field"),
-    Name(_V, "NamedTupleVariable.items", "read", "trackers"),
+    # a property over the wrapped TupleVariable (2.13/2.14), an instance field (2.15)
+    Name(_V, "NamedTupleVariable.items", "read", "trackers", optional=True, group="nt-items"),
+    Name(_V, "NamedTupleVariable.items", "read", "trackers", kind="field", optional=True,
+         group="nt-items"),
     Name(_V, "ConstDictVariable", "call", "trackers"),
     Name(_V, "ConstDictVariable.items", "read", "trackers", kind="field"),
     Name(_V, "ConstDictVariable.install_dict_keys_match_guard", "call", "trackers"),
