@@ -26,7 +26,8 @@ import torch._dynamo
 import torch.utils._pytree as tp
 
 import cpytree
-from cpytree._torch.dynamo import INVENTORY, VERSIONS, _inventory
+from cpytree._torch import _inventory
+from cpytree._torch._inventory import INVENTORY, VERSIONS
 from cpytree.harness.studies.dynamo_probe import counting_steps
 
 pytestmark = [
