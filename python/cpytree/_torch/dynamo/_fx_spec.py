@@ -23,12 +23,14 @@ from ._trackers import (
     ImportSource,
     ListVariable,
     SpecVariable,
+    TorchSource,
     Unsupported,
     ValueMutationNew,
     _constant_spec,
     _flatten,
     _getitem,
     _is_torch_spec,
+    _moved,
     install_guard,
 )
 
@@ -39,7 +41,8 @@ def _guard_fx_registry(tx: Any) -> None:
     # torch.fx's own registry decides how each spec node is read: a
     # registration after compiling recompiles. (Its keys are types: the
     # guard compares them in order.)
-    source = AttrSource(AttrSource(AttrSource(ImportSource("torch"), "fx"), "_pytree"),
+    root = TorchSource() if _moved(ImportSource) else ImportSource("torch")  # VERSIONS
+    source = AttrSource(AttrSource(AttrSource(root, "fx"), "_pytree"),
                         "SUPPORTED_NODES")  # fmt: skip
     tx.output.guard_on_key_order.add(source)
     install_guard(source.make_guard(GuardBuilder.DICT_KEYS_MATCH))

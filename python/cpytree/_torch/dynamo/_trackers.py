@@ -97,8 +97,13 @@ def _torch(module: str, name: str) -> Any:
     try:
         found = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError):
-        return type(f"<moved {module}.{name}>", (), {})
+        return type(f"<moved {module}.{name}>", (), {"_cpytree_moved": True})
     return found
+
+
+def _moved(obj: Any) -> bool:
+    """Whether `obj` is a stand-in of `_torch` (a name this torch lacks)."""
+    return getattr(obj, "_cpytree_moved", False) is True
 
 
 _V = "torch._dynamo.variables"
@@ -107,7 +112,8 @@ GuardBuilder = _torch("torch._dynamo.guards", "GuardBuilder")
 install_guard = _torch("torch._dynamo.guards", "install_guard")
 AttrSource = _torch("torch._dynamo.source", "AttrSource")
 GlobalSource = _torch("torch._dynamo.source", "GlobalSource")
-ImportSource = _torch("torch._dynamo.source", "ImportSource")
+ImportSource = _torch("torch._dynamo.source", "ImportSource")  # 2.11+
+TorchSource = _torch("torch._dynamo.source", "TorchSource")  # 2.10
 BuiltinVariable = _torch(_V, "BuiltinVariable")
 ConstantVariable = _torch(_V, "ConstantVariable")
 ConstDictVariable = _torch(_V, "ConstDictVariable")
