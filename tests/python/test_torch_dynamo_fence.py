@@ -60,16 +60,13 @@ def test_optional_names_match_the_versions_table():
     by_name = {row[0]: row[1][column] for row in VERSIONS}
     optional = [n for n in INVENTORY if n.optional]
     assert set(by_name) <= {str(n) for n in optional}
+    kinds = {"attr": "class property", "field": "instance field"}
     for n in optional:
         state = by_name.get(str(n), "present")  # not in VERSIONS: on every release
-        if n.group:  # the rows of a group are the forms a name takes
-            kinds = {"attr": "class property", "field": "instance field"}
-            if state in kinds.values():
-                assert _inventory.present(n) == (state == kinds[n.kind]) or (
-                    n.kind == "field" and _inventory.present(n)
-                ), str(n)
-                continue
-        assert _inventory.present(n) == (state == "present"), str(n)
+        if state in kinds.values():  # a name whose form changed between releases
+            assert _inventory.present(n) == (state == kinds[n.kind]), (str(n), n.kind)
+        else:
+            assert _inventory.present(n) == (state == "present"), str(n)
 
 
 def _drift(monkeypatch, module_name: str, class_name: str, removed: str) -> str:

@@ -11,6 +11,7 @@ while `import torch` runs).
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -206,3 +207,27 @@ def test_public_status():
     assert set(after["fast_paths"]) == set(_inventory.PATHS)
     off = _inventory.paths_off()
     assert {p for p, v in after["fast_paths"].items() if v != "on"} == set(off)
+
+
+def test_python_m_cpytree():
+    proc = subprocess.run(
+        [sys.executable, "-m", "cpytree"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CPYTREE_INSTALL": ""},
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"cpytree {cpytree.__version__}"
+    assert lines[1].startswith("engine: cpp")
+    version = importlib.metadata.version("torch")
+    tested = "yes" if _versions.is_tested(version) else "no"
+    assert lines[2] == f"torch: {version} (not imported), tested with cpytree: {tested}"
+    assert any(line.startswith("install(): not in effect") for line in lines)
+    # Every part and fast path, checked against this torch (all present here).
+    start = lines.index(f"on torch {version} (every private name cpytree uses, checked):")
+    parts = [line.split() for line in lines[start + 1 :] if line.strip() != "Dynamo fast paths:"]
+    assert [p[-1] for p in parts] == ["on"] * (4 + len(_inventory.PATHS))
+    assert [p[0] for p in parts[4:]] == list(_inventory.PATHS)

@@ -307,20 +307,34 @@ INVENTORY: tuple[Name, ...] = (
 
 # The differences between torch releases cpytree branches on: (name, its
 # state in each of RELEASES, what cpytree does). Each is an optional row.
-RELEASES = ("2.12", "2.13", "2.14", "2.15")
+RELEASES = ("2.10", "2.11", "2.12", "2.13", "2.14", "2.15")
+_HT = "torch._dynamo.variables"
 VERSIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     (f"{_V}.UserDefinedObjectVariable.var_getattr",
-     ("present", "present", "absent", "absent"),
+     ("present", "present", "present", "present", "absent", "absent"),
      "attribute reads of a spec made by a fast path go through it (spec.unflatten)"),
     (f"{_V}.UserDefinedObjectVariable.tp_getattro_impl",
-     ("absent", "absent", "present", "present"),
+     ("absent", "absent", "absent", "absent", "present", "present"),
      "attribute reads of a spec made by a fast path go through it (spec.unflatten)"),
     (f"{_F}.UserFunctionVariable._lookup_tree_map_function",
-     ("present", "present", "present", "present"),
+     ("present", "present", "present", "present", "present", "present"),
      "patched: tree_map_only is rewritten into torch's tree_map, not the C one"),
     (f"{_V}.NamedTupleVariable.items",
-     ("class property", "class property", "class property", "instance field"),
+     ("instance field", "class property", "class property", "class property", "class property",
+      "instance field"),
      "read either way: the items of the namedtuple's tracker (2.15: it is a TupleVariable)"),
+    (f"{_HT}.hashable.HashableTracker.vt",
+     ("absent", "absent", "present", "present", "present", "present"),
+     "a dict key's tracker: `key.vt` read either way (2.10-2.11: in dicts.py)"),
+    (f"{_HT}.dicts.ConstDictVariable._HashableTracker.vt",
+     ("present", "present", "absent", "absent", "absent", "absent"),
+     "a dict key's tracker: `key.vt` read either way (2.12+: in hashable.py)"),
+    (f"{_S}.ImportSource",
+     ("absent", "present", "present", "present", "present", "present"),
+     "the source of `torch` for the guard on torch.fx's registry"),
+    (f"{_S}.TorchSource",
+     ("present", "absent", "absent", "absent", "absent", "absent"),
+     "the source of `torch` for the guard on torch.fx's registry (2.10)"),
 )  # fmt: skip
 
 # How a module is found (a test swaps it to show the check a drifted torch).
