@@ -78,6 +78,12 @@ PATHS: dict[str, str] = {
     "flatten_spec": "torch.fx's tree_flatten_spec",
 }
 
+# Paths that need another path on. A constant spec of "spec_object" handed to
+# torch.fx's tree_flatten_spec traced as torch's (its path off) fails a guard
+# on the frame that made it (`not ___dict_contains(namedtuple, ...)`,
+# measured on torch 2.13): no constant specs without "flatten_spec".
+_REQUIRES: dict[str, tuple[str, ...]] = {"spec_object": ("flatten_spec",)}
+
 # The fast paths each answered function needs (all of them on, or torch's is traced).
 FUNCTION_PATHS: dict[str, tuple[str, ...]] = {
     "tree_leaves": ("walk",),
@@ -403,12 +409,17 @@ def missing(layer: str) -> list[Name]:
 def paths_off() -> dict[str, list[Name]]:
     """The fast paths the loaded torch cannot run: path -> the names it lacks.
 
-    A moved name turns off the paths of its row; "walk" off turns off all.
+    A moved name turns off the paths of its row, and those that need them
+    (`_REQUIRES`); "walk" off turns off all.
     """
     off: dict[str, list[Name]] = {}
     for name in missing("trackers"):
         for path in name.paths:
             off.setdefault(path, []).append(name)
+    for path, needs in _REQUIRES.items():
+        for need in needs:
+            if need in off and path not in off:
+                off[path] = off[need]
     if "walk" in off:
         for path in PATHS:
             off.setdefault(path, off["walk"])
