@@ -78,11 +78,13 @@ PATHS: dict[str, str] = {
     "flatten_spec": "torch.fx's tree_flatten_spec",
 }
 
-# Paths that need another path on. A constant spec of "spec_object" handed to
-# torch.fx's tree_flatten_spec traced as torch's (its path off) fails a guard
-# on the frame that made it (`not ___dict_contains(namedtuple, ...)`,
-# measured on torch 2.13): no constant specs without "flatten_spec".
-_REQUIRES: dict[str, tuple[str, ...]] = {"spec_object": ("flatten_spec",)}
+# Paths that need another path on. A constant spec of "spec_object" that
+# reaches torch's own traced spec code (tree_unflatten / spec.unflatten,
+# flatten_up_to, torch.fx's tree_flatten_spec, their paths off) makes Dynamo
+# fail on a namedtuple node (KeyError(namedtuple) from SUPPORTED_NODES, or a
+# guard failing on the frame that made it; measured on torch 2.13): no
+# constant specs unless every path that reads them is on.
+_REQUIRES: dict[str, tuple[str, ...]] = {"spec_object": ("flatten_spec", "unflatten", "tree_map")}
 
 # The fast paths each answered function needs (all of them on, or torch's is traced).
 FUNCTION_PATHS: dict[str, tuple[str, ...]] = {
