@@ -48,7 +48,8 @@ _REPORT = """
         cpytree.install()
     status = cpytree.status()
     print(json.dumps({
-        "warnings": [f"{w.category.__name__}: {w.message}" for w in caught + at_install],
+        "warnings": [f"{w.category.__name__}: {w.message}" for w in caught + at_install
+                     if str(w.message).startswith("cpytree")],  # not torch's own
         "at_install": len(at_install), "wrapped": wrapped, "installed": status["installed"],
         "registry": status["registry"], "refused": status["refused"],
         "tree_map_is_torch": tp.tree_map.__module__ == "torch.utils._pytree",
