@@ -427,6 +427,7 @@ from ._torch import (  # noqa: E402
     install as install,
     install_from_environment as _install_from_environment,
     is_installed as is_installed,
+    status as status,
     uninstall as uninstall,
 )
 

@@ -756,22 +756,6 @@ def test_env_var_installs_at_import():
     assert proc.returncode == 0, proc.stderr
 
 
-def test_python_m_cpytree():
-    proc = subprocess.run(
-        [sys.executable, "-m", "cpytree"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "CPYTREE_INSTALL": ""},
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
-    assert lines[0] == f"cpytree {cpytree.__version__}"
-    assert lines[1].startswith("engine: cpp")
-    assert any(line.startswith("install(): not in effect") for line in lines)
-
-
 def test_install_with_the_fallback_engine_leaves_torch_alone():
     code = (
         "import sys, warnings; sys.modules['cpytree._C'] = None\n"

@@ -137,20 +137,56 @@ def is_installed() -> bool:
     return _state is not None
 
 
+# Why the last install() installed nothing (a torch that moved a name it needs).
+_refused = ""
+
+
 def status() -> dict[str, Any]:
-    """What install() did: mode, swapped and skipped names (with reasons), rebound count."""
+    """What cpytree does to the loaded torch (`cpytree.status()`; never imports torch).
+
+    Always: ``installed``; ``torch`` (its version, None if not imported);
+    ``tested`` (whether that release is in cpytree's tested set, None without
+    torch); ``registry`` (torch's registry followed: "following", "waiting
+    for torch", or why not); ``refused`` (why the last install() installed
+    nothing, "" if it did not refuse). While installed, also: ``mode``,
+    ``swapped``, ``skipped`` (name -> why kept), ``rebound_imports``,
+    ``dynamo`` (each Dynamo layer: "on" or why off) and ``fast_paths`` (each
+    Dynamo fast path: "on" or why off); those two are empty until
+    torch._dynamo is imported.
+    """
+    torch = sys.modules.get("torch")
+    version = getattr(torch, "__version__", None)
+    tested = None
+    if isinstance(version, str):
+        from . import _versions
+
+        tested = _versions.is_tested(version)
+    follower = _FOLLOWER
+    if follower is not None and follower.following():
+        registry = "following"
+    elif follower is not None and follower.failure():
+        registry = "off: " + follower.failure()
+    else:
+        registry = "waiting for torch"
+    out: dict[str, Any] = {
+        "installed": _state is not None,
+        "torch": version,
+        "tested": tested,
+        "registry": registry,
+        "refused": _refused,
+    }
     state = _state
     if state is None:
-        return {"installed": False}
-    return {
-        "installed": True,
-        "mode": state.mode,
-        "swapped": list(state.swapped),
-        "skipped": dict(state.skipped),
-        "rebound_imports": state.rebound,
-        # Dynamo layers ("on", or why off); empty until torch._dynamo is imported
-        "dynamo": state.dynamo.layers(),
-    }
+        return out
+    out.update(
+        mode=state.mode,
+        swapped=list(state.swapped),
+        skipped=dict(state.skipped),
+        rebound_imports=state.rebound,
+        dynamo=state.dynamo.layers(),
+        fast_paths=state.dynamo.fast_paths(),
+    )
+    return out
 
 
 def _fx_tree_flatten_spec(cpytree: ModuleType, fx_pytree: ModuleType) -> Any:
@@ -211,7 +247,7 @@ def install(*, rebind_imports: bool = True) -> None:
     pure-Python fallback engine there is nothing to gain, so install() warns
     and leaves torch alone. Raises ImportError when torch is not installed.
     """
-    global _state
+    global _state, _refused
     with _LOCK:
         if _state is not None:
             return
@@ -227,15 +263,29 @@ def install(*, rebind_imports: bool = True) -> None:
         import torch.fx._pytree
         import torch.utils._pytree as tp
 
-        from . import _spec_interop, _versions, dynamo as _dynamo
+        from . import _inventory, _spec_interop, dynamo as _dynamo
         from ._patch import Patches
 
-        _versions.check_torch_version(torch.__version__)
-        patches, hooks = Patches(), _dynamo.DynamoHooks()
+        # Every private name install() needs, checked before anything changes.
+        moved = [str(name) for name in _inventory.missing("install")]
         # Following torch's registry already, unless torch was still loading
-        # at `import cpytree`: then from now on.
+        # at `import cpytree`: then from now on (attach() checks its names).
         follower = follow_torch_registry()
-        follower.attach()
+        if not moved:
+            follower.attach()
+        if moved or not follower.following():
+            why = "torch moved " + ", ".join(moved) if moved else follower.failure()
+            _refused = f"the registry link is off ({why})" if not moved else why
+            warnings.warn(
+                f"cpytree.install(): {_refused}; nothing installed, torch is as shipped "
+                "(see cpytree.status()).",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return
+        _refused = ""
+        interop_moved = [str(name) for name in _inventory.missing("interop")]
+        patches, hooks = Patches(), _dynamo.DynamoHooks()
         sync = follower.sync
         spec_ready = False
         try:
@@ -244,7 +294,10 @@ def install(*, rebind_imports: bool = True) -> None:
             if hasattr(cpytree._C, "_set_torch_key_types"):
                 cpytree._C._set_torch_key_types(tp.SequenceKey, tp.MappingKey, tp.GetAttrKey)
             originals = {"tree_structure": tp.tree_structure}
-            spec_blocker = _spec_interop.enable(cpytree, tp, originals)
+            if interop_moved:
+                spec_blocker: str | None = "torch moved " + ", ".join(interop_moved)
+            else:
+                spec_blocker = _spec_interop.enable(cpytree, tp, originals)
             spec_ready = spec_blocker is None
             blockers: dict[str, str | None] = {FREE: None, SPEC: spec_blocker}
             swapped: list[str] = []

@@ -33,6 +33,7 @@ module only attaches it, now or once torch's pytree module has loaded.
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import TYPE_CHECKING
 
 from ._registry import RegistrySync
@@ -60,6 +61,7 @@ class TorchRegistryFollower:
     def __init__(self, builtin_types: frozenset[type]) -> None:
         self.sync = RegistrySync(builtin_types)
         self._watcher: ImportWatcher | None = None
+        self._failure = ""  # why following could not start (torch left as it was)
 
     def start(self) -> None:
         """Follow torch's registry now if it is loaded, else once it is."""
@@ -75,22 +77,45 @@ class TorchRegistryFollower:
         """Whether torch's registry is being followed (False while waiting for torch)."""
         return self.sync.attached()
 
+    def failure(self) -> str:
+        """Why torch's registry is not followed ("" when it is, or torch is not loaded)."""
+        return self._failure
+
     def mirrored(self) -> list[type]:
         """The types whose registration in cpytree is a copy of torch's."""
         return self.sync.copied_into_cpytree()
 
     def attach(self) -> None:
-        """Follow torch's registry from now on (torch.utils._pytree must be loaded)."""
+        """Follow torch's registry from now on (torch.utils._pytree must be loaded).
+
+        Runs inside `import torch` (the watcher's callback): never raises. On a
+        torch that moved a registry name (checked first) or any failure, torch
+        is left as it was, with one warning; `failure()` says why.
+        """
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
-        if self.sync.attached():
+        if self.sync.attached() or self._failure:
             return
-        tp = sys.modules[_PYTREE]
-        self.sync.attach(tp)
-        cpytree = sys.modules["cpytree"]
-        if cpytree._C is not None:  # hash a torch constant's spec by its value, as torch does
-            cpytree._C._set_constant_types((cpytree.ConstantNode, tp.ConstantNode))
+        try:
+            tp = sys.modules[_PYTREE]
+            if not self.sync.attach(tp):
+                self._failure = "torch moved " + ", ".join(self.sync.drift())
+            else:
+                cpytree = sys.modules["cpytree"]
+                if cpytree._C is not None:  # a torch constant's spec hashes by value, as in torch
+                    cpytree._C._set_constant_types((cpytree.ConstantNode, tp.ConstantNode))
+        except Exception as error:  # noqa: BLE001 - reported; never raised inside import torch
+            self.sync.detach()
+            self._failure = f"{type(error).__name__}: {error}"
+        if self._failure:
+            warnings.warn(
+                f"cpytree: torch's pytree registry cannot be followed ({self._failure}); "
+                "torch is left as it was, and cpytree.install() will not install "
+                "(see cpytree.status()).",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def stop(self) -> None:
         """Stop following: unwrap torch's functions, drop the copies (tests, teardown)."""

@@ -31,12 +31,15 @@ is replaced by torch's (both are RLocks), so a registration entering through
 either side, and the copy it triggers, never take the two locks in opposite
 orders.
 
-Inventory: the names of `torch.utils._pytree` this module uses (torch
-2.13-2.14): the functions in `_WRAPPED`; the tables `SUPPORTED_NODES`,
-`SUPPORTED_SERIALIZED_TYPES`, `SERIALIZED_TYPE_TO_PYTHON_TYPE`,
-`CONSTANT_NODES`, `BUILTIN_TYPES` and the constant
-`NO_SERIALIZED_TYPE_NAME_FOUND`; `_NODE_REGISTRY_LOCK` (an RLock). `_follow.py`
-also reads `ConstantNode`. Nothing else in cpytree touches torch's registry.
+Inventory: the names of `torch.utils._pytree` this module uses are the
+``registry`` rows of `_inventory.INVENTORY` (the functions in `_WRAPPED`;
+the tables `SUPPORTED_NODES`, `SUPPORTED_SERIALIZED_TYPES`,
+`SERIALIZED_TYPE_TO_PYTHON_TYPE`, `CONSTANT_NODES`, `BUILTIN_TYPES`, the
+constant `NO_SERIALIZED_TYPE_NAME_FOUND`, `_NODE_REGISTRY_LOCK`; `_follow.py`
+also reads `ConstantNode`). `attach()` checks them all before it changes
+anything: on a torch that moved one it changes nothing and warns once
+(`drift()` names what moved; install() then refuses). Nothing else in
+cpytree touches torch's registry.
 
 Shared state: `_copies` (the one bookkeeping: type -> `_Copy`, the
 registration one registry holds as a copy of the other's and what that copy
@@ -171,6 +174,11 @@ class RegistrySync:
         self._tp_lock: Any = None  # torch's registry lock (an RLock), once attached
         self._saved_lock: Any = None
         self._quiet = threading.local()
+        self._drift: list[str] = []  # the registry names torch moved (attach() refused)
+
+    def drift(self) -> list[str]:
+        """The registry names the loaded torch lacks (attach() then changed nothing)."""
+        return list(self._drift)
 
     def attached(self) -> bool:
         """Whether torch's registry is linked (torch's functions wrapped)."""
@@ -386,21 +394,36 @@ class RegistrySync:
 
     # ------------------------------------------------------------ lifecycle
 
-    def attach(self, torch_pytree: ModuleType) -> None:
-        """Start following: wrap torch's functions, copy its registrations into cpytree."""
+    def attach(self, torch_pytree: ModuleType) -> bool:
+        """Start following: wrap torch's functions, copy its registrations into cpytree.
+
+        Checks the ``registry`` names of the inventory first: on a torch that
+        moved one, nothing is changed and False is returned (`drift()` says
+        what moved). Any failure midway undoes what was done, then raises.
+        """
         with _registry_lock():
             if self._tp is not None:
-                return
+                return True
+            from . import _inventory
+
+            self._drift = [str(name) for name in _inventory.missing("registry")]
+            if self._drift:
+                return False
+            originals = {name: getattr(torch_pytree, name) for name in _WRAPPED}
             self._tp = torch_pytree
             self._tp_lock = torch_pytree._NODE_REGISTRY_LOCK
             self._builtins = self._builtins | frozenset(torch_pytree.BUILTIN_TYPES)
-            for name in _WRAPPED:
-                original = getattr(torch_pytree, name)
-                self._originals[name] = original
-                self._wrappers[name] = self._wrap(original)
-                setattr(torch_pytree, name, self._wrappers[name])
-            self._copy_all(list(torch_pytree.SUPPORTED_NODES))
-            _registry._REGISTRATION_HOOKS.append(self._on_cpytree_change)
+            try:
+                for name, original in originals.items():
+                    self._originals[name] = original
+                    self._wrappers[name] = self._wrap(original)
+                    setattr(torch_pytree, name, self._wrappers[name])
+                self._copy_all(list(torch_pytree.SUPPORTED_NODES))
+                _registry._REGISTRATION_HOOKS.append(self._on_cpytree_change)
+            except BaseException:
+                self.detach()
+                raise
+            return True
 
     def join(self) -> None:
         """(install()) Join the registries both ways, until `leave()`."""

@@ -2,8 +2,9 @@
 
 Every piece of cpytree that touches torch._dynamo lives in this package, and
 every private torch name it reads, writes or patches is listed in
-`_inventory.INVENTORY` (differences between tested torch releases in
-`_inventory.VERSIONS`), checked before the code using it is imported.
+`cpytree._torch._inventory.INVENTORY` (differences between torch releases in
+its `VERSIONS`), checked before the code using it is imported; each fast
+path of `_trackers` is fenced on its own (`_inventory.PATHS`).
 
 Dynamo traces a pytree call inside a compiled function by inlining the
 Python source of `torch.utils._pytree`, and it has fast paths keyed on
@@ -33,12 +34,12 @@ from ._hooks import DynamoDrift, DynamoHooks, warn_failed
 # The inventory loads on first use (DynamoHooks applies it once Dynamo is
 # imported): install() before Dynamo does not pay for building it.
 if TYPE_CHECKING:
-    from ._inventory import INVENTORY, VERSIONS
+    from .._inventory import INVENTORY, VERSIONS
 else:  # a module __getattr__ would make every name valid to mypy
 
     def __getattr__(name: str) -> Any:
         if name in ("INVENTORY", "VERSIONS"):
-            from . import _inventory
+            from .. import _inventory
 
             return getattr(_inventory, name)
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

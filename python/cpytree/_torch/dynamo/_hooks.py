@@ -10,9 +10,10 @@ watcher if Dynamo never came).
 Before a layer's code is imported, `_inventory.missing(layer)` checks every
 private name it uses against the loaded torch:
 
-* ``trackers`` lacking a name: that layer is left out, with one warning
-  naming what moved. The engine swap stays; compiled code traces torch's own
-  pytree functions, exactly as without install().
+* ``trackers`` lacking a name: only the fast paths that name's row lists are
+  left out (`_inventory.paths_off()`), with one warning naming them and what
+  moved; every other fast path stays on. A function whose paths are off
+  traces torch's own pytree function, exactly as without install().
 * ``substitute`` or ``spec`` lacking a name: Dynamo cannot be told what the C
   functions stand for, and compiled code meeting one would break the graph;
   `DynamoDrift` is raised, which install() turns into undoing itself (with
@@ -33,7 +34,7 @@ from .._import_watch import ImportWatcher
 # The inventory loads when the hooks are applied (Dynamo imported), not at
 # install(): building its table was a fifth of install()'s cost.
 if TYPE_CHECKING:
-    from . import _inventory
+    from .. import _inventory
 
 __all__ = ["DynamoDrift", "DynamoHooks", "warn_failed"]
 
@@ -66,6 +67,8 @@ class DynamoHooks:
         self._on_failure: Callable[[BaseException], None] | None = None
         # layer -> "on", or why it is off; empty until applied
         self._layers: dict[str, str] = {}
+        # fast path -> "on", or why it is off; empty until applied
+        self._paths: dict[str, str] = {}
         # (table, key) pairs added to Dynamo's tables, and (object, attribute,
         # previous value) of the methods patched, for remove_all
         self._entries: list[tuple[dict[Any, Any], Any]] = []
@@ -82,6 +85,10 @@ class DynamoHooks:
     def layers(self) -> dict[str, str]:
         """Each layer applied to Dynamo: "on", or why it is off (empty: not yet applied)."""
         return dict(self._layers)
+
+    def fast_paths(self) -> dict[str, str]:
+        """Each Dynamo fast path: "on", or why it is off (empty: not yet applied)."""
+        return dict(self._paths)
 
     def activate(self, on_failure: Callable[[BaseException], None]) -> None:
         """Apply the entries now if Dynamo is loaded, else when it is first imported.
@@ -123,22 +130,33 @@ class DynamoHooks:
         self._applied = True
         required = ["substitute"] if self._functions else []
         required += ["spec"] if self._spec_type is not None else []
-        from . import _inventory
+        from .. import _inventory
 
         moved = [name for layer in required for name in _inventory.missing(layer)]
         if moved:
             raise DynamoDrift(moved)
         fast_class: type | None = None
         fast_names: frozenset[str] = frozenset()
-        trackers_moved = _inventory.missing("trackers")
-        if trackers_moved:
-            self._layers["trackers"] = "off: torch moved " + ", ".join(map(str, trackers_moved))
-            _warn_trackers_off(trackers_moved)
+        off = _inventory.paths_off()
+        for path in _inventory.PATHS:
+            names = off.get(path)
+            self._paths[path] = "on" if names is None else _moved_text(names)
+        if len(off) == len(_inventory.PATHS):
+            self._layers["trackers"] = _moved_text(off["walk"])
         else:
             from . import _trackers
 
-            fast_class, fast_names = _trackers.PytreeFunctionVariable, _trackers.FAST_FUNCTIONS
-            self._layers["trackers"] = "on"
+            on = frozenset(path for path in _inventory.PATHS if path not in off)
+            _trackers.configure(on)
+            fast_class = _trackers.PytreeFunctionVariable
+            fast_names = frozenset(_trackers.enabled_functions())
+            self._layers["trackers"] = (
+                "on"
+                if not off
+                else "partly on: " + ", ".join(f"{path} {self._paths[path]}" for path in off)
+            )
+        if off:
+            _warn_paths_off(off)
         from . import _substitute
 
         if self._functions:
@@ -171,6 +189,7 @@ class DynamoHooks:
                 setattr(owner, name, previous)
         self._patched.clear()
         self._layers.clear()
+        self._paths.clear()
         if _substitute_loaded():
             from . import _substitute
 
@@ -190,12 +209,19 @@ def _substitute_loaded() -> bool:
     return f"{__package__}._substitute" in sys.modules
 
 
-def _warn_trackers_off(moved: list[_inventory.Name]) -> None:
+def _moved_text(names: list[_inventory.Name]) -> str:
+    return "off: torch moved " + ", ".join(dict.fromkeys(map(str, names)))
+
+
+def _warn_paths_off(off: dict[str, list[_inventory.Name]]) -> None:
+    moved = dict.fromkeys(str(name) for names in off.values() for name in names)
     warnings.warn(
         "cpytree.install(): torch has moved names cpytree's Dynamo fast paths use ("
-        + ", ".join(map(str, moved))
-        + "); those fast paths are off, compiled code traces torch's own pytree "
-        "functions as without install(). The C engine stays installed.",
+        + ", ".join(moved)
+        + "); these fast paths are off: "
+        + ", ".join(off)
+        + ". Compiled code traces torch's own pytree functions there, as without "
+        "install(); the other fast paths and the C engine stay on (see cpytree.status()).",
         RuntimeWarning,
         stacklevel=2,
     )

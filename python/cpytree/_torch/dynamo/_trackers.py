@@ -1,7 +1,10 @@
 """Pytree calls on builtin containers answered at Dynamo's VariableTracker level.
 
-Imported only once `torch._dynamo` is loaded and `_inventory.missing("trackers")`
-found every name this module uses (it imports them at module level).
+Imported only once `torch._dynamo` is loaded, after `_inventory.paths_off()`
+told which fast paths the loaded torch can run (`configure()`): a name torch
+moved turns off the paths that need it, the others stay on. Module-level
+names are looked up tolerantly (`_torch`): one torch moved stands in as a
+class nothing is an instance of, read only by paths that are off.
 
 With install() active, Dynamo meets torch's `tree_flatten`, `tree_leaves`,
 `tree_structure`, `tree_unflatten`, `tree_flatten_with_path`,
@@ -80,50 +83,79 @@ guards on each registry lookup), and the suite checks the totals.
 from __future__ import annotations
 
 import collections
-import contextlib
+import importlib
 import operator
-import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch.utils._pytree as tp
-from torch._dynamo.exc import Unsupported
-from torch._dynamo.guards import GuardBuilder, install_guard
-from torch._dynamo.source import AttrSource, GlobalSource, ImportSource
-from torch._dynamo.variables import (
-    BuiltinVariable,
-    ConstantVariable,
-    ConstDictVariable,
-    ListVariable,
-    NamedTupleVariable,
-    TupleVariable,
-    UserDefinedObjectVariable,
-    UserFunctionVariable,
-    VariableTracker,
-)
-from torch._dynamo.variables.base import ValueMutationNew
-from torch._dynamo.variables.builder import VariableBuilder
-from torch._dynamo.variables.functions import get_pytree_SUPPORTED_NODES_source
-from torch._dynamo.variables.lazy import LazyVariableTracker
 
-__all__ = ["FAST_FUNCTIONS", "PytreeFunctionVariable"]
+from .._inventory import FUNCTION_PATHS, PATHS
 
-# torch.utils._pytree functions answered here.
-FAST_FUNCTIONS = frozenset(
-    {
-        "tree_flatten",
-        "tree_leaves",
-        "tree_structure",
-        "tree_unflatten",
-        "tree_flatten_with_path",
-        "tree_leaves_with_path",
-        "tree_map",
-        "tree_all",
-        "tree_any",
-        "tree_all_only",
-        "tree_any_only",
-        "tree_flatten_spec",  # torch.fx._pytree's
-    }
-)
+
+def _torch(module: str, name: str) -> Any:
+    """`module.name`, or a stand-in class if torch moved it (its fast paths are off)."""
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return type(f"<moved {module}.{name}>", (), {"_cpytree_moved": True})
+    return found
+
+
+def _moved(obj: Any) -> bool:
+    """Whether `obj` is a stand-in of `_torch` (a name this torch lacks)."""
+    return getattr(obj, "_cpytree_moved", False) is True
+
+
+_V = "torch._dynamo.variables"
+Unsupported = _torch("torch._dynamo.exc", "Unsupported")
+GuardBuilder = _torch("torch._dynamo.guards", "GuardBuilder")
+install_guard = _torch("torch._dynamo.guards", "install_guard")
+AttrSource = _torch("torch._dynamo.source", "AttrSource")
+GlobalSource = _torch("torch._dynamo.source", "GlobalSource")
+ImportSource = _torch("torch._dynamo.source", "ImportSource")  # 2.11+
+TorchSource = _torch("torch._dynamo.source", "TorchSource")  # 2.10
+BuiltinVariable = _torch(_V, "BuiltinVariable")
+ConstantVariable = _torch(_V, "ConstantVariable")
+ConstDictVariable = _torch(_V, "ConstDictVariable")
+ListVariable = _torch(_V, "ListVariable")
+NamedTupleVariable = _torch(_V, "NamedTupleVariable")
+TupleVariable = _torch(_V, "TupleVariable")
+if TYPE_CHECKING:  # base classes of the trackers below
+    from torch._dynamo.variables import (
+        UserDefinedObjectVariable,
+        UserFunctionVariable,
+        VariableTracker,
+    )
+else:
+    UserDefinedObjectVariable = _torch(_V, "UserDefinedObjectVariable")
+    UserFunctionVariable = _torch(_V, "UserFunctionVariable")
+    VariableTracker = _torch(_V, "VariableTracker")
+ValueMutationNew = _torch("torch._dynamo.variables.base", "ValueMutationNew")
+VariableBuilder = _torch("torch._dynamo.variables.builder", "VariableBuilder")
+get_pytree_SUPPORTED_NODES_source = _torch("torch._dynamo.variables.functions",
+                                           "get_pytree_SUPPORTED_NODES_source")  # fmt: skip
+LazyVariableTracker = _torch("torch._dynamo.variables.lazy", "LazyVariableTracker")
+
+__all__ = ["FAST_FUNCTIONS", "PytreeFunctionVariable", "configure", "enabled_functions"]
+
+# torch.utils._pytree functions answered here (tree_flatten_spec: torch.fx._pytree's).
+FAST_FUNCTIONS = frozenset(FUNCTION_PATHS)
+
+# The fast paths on (`configure`): the ones whose torch names are all present.
+_ON: frozenset[str] = frozenset(PATHS)
+
+
+def configure(on: frozenset[str]) -> None:
+    """Run only the fast paths `on` (the others trace torch's code)."""
+    global _ON
+    _ON = frozenset(on)
+
+
+def enabled_functions() -> list[str]:
+    """The functions of FAST_FUNCTIONS whose fast paths are all on."""
+    return sorted(name for name, paths in FUNCTION_PATHS.items() if _ON.issuperset(paths))
+
+
 # (tree_all or tree_any, the _only form) of the predicate functions.
 _ALL_ANY = {
     "tree_all": (True, False),
@@ -133,7 +165,7 @@ _ALL_ANY = {
 }
 _WITH_PATH = frozenset({"tree_flatten_with_path", "tree_leaves_with_path"})
 
-_LEAF_SPEC = tp.treespec_leaf()
+_LEAF_SPEC = tp.treespec_leaf() if hasattr(tp, "treespec_leaf") else None
 _NAMED = collections.namedtuple
 
 
@@ -192,9 +224,12 @@ class _Walk:
             self.paths.append(path)
         return _LEAF_SPEC
 
-    def _at(self, path: tuple[Any, ...], key_type: Any, key: Any) -> tuple[Any, ...]:
-        """The key path of a child (built only when key paths are asked for)."""
-        return (*path, key_type(key)) if self.with_paths else path
+    def _at(self, path: tuple[Any, ...], key_type: str, key: Any) -> tuple[Any, ...]:
+        """The key path of a child (built only when key paths are asked for).
+
+        `key_type` names torch's key class, read only then (the "key_paths" path).
+        """
+        return (*path, getattr(tp, key_type)(key)) if self.with_paths else path
 
     def spec(self, vt: Any, path: tuple[Any, ...] = ()) -> Any:
         """The spec of the tree `vt`, appending its leaves; raises _Fallback."""
@@ -234,16 +269,20 @@ class _Walk:
             node_type = list if kind is ListVariable else tuple
             if vt.python_type() is not node_type:
                 raise _Fallback
-            paths = [self._at(path, tp.SequenceKey, i) for i in range(len(vt.items))]
+            paths = [self._at(path, "SequenceKey", i) for i in range(len(vt.items))]
             return None, node_type, None, list(vt.items), paths
         if kind is ConstDictVariable and vt.python_type() is dict:
+            if "dict" not in _ON:
+                raise _Fallback
             return self._mapping(vt, path)
         if kind is NamedTupleVariable:
+            if "namedtuple" not in _ON:
+                raise _Fallback
             cls = vt.tuple_cls
             if not tp.is_namedtuple_class(cls) or cls in tp.SUPPORTED_NODES:
                 raise _Fallback
             fields = cls._fields
-            paths = [self._at(path, tp.GetAttrKey, fields[i]) for i in range(len(vt.items))]
+            paths = [self._at(path, "GetAttrKey", fields[i]) for i in range(len(vt.items))]
             return None, _NAMED, cls, list(vt.items), paths
         try:
             python_type = vt.python_type()
@@ -253,6 +292,8 @@ class _Walk:
             raise _Fallback  # a namedtuple Dynamo tracks some other way
         node = tp.SUPPORTED_NODES.get(python_type)
         if node is not None:
+            if "registered" not in _ON or (python_type is dict and "dict" not in _ON):
+                raise _Fallback
             return self._registered(vt, node, path)
         return vt, None, None, [], []
 
@@ -263,7 +304,7 @@ class _Walk:
             vt.install_dict_keys_match_guard()
             self.tx.output.guard_on_key_order.add(vt.source)
         keys = [key.vt.as_python_constant() for key in vt.items]
-        paths = [self._at(path, tp.MappingKey, k) for k in keys]
+        paths = [self._at(path, "MappingKey", k) for k in keys]
         return None, dict, keys, list(vt.items.values()), paths
 
     def _registered(self, vt: Any, node: Any, path: tuple[Any, ...]) -> _Node:
@@ -417,9 +458,11 @@ def _buildable(spec: Any) -> bool:
         if node.is_leaf():
             continue
         if node.type is dict:
-            if not all(ConstantVariable.is_literal(k) for k in node.context):
+            if "dict" not in _ON or not all(ConstantVariable.is_literal(k) for k in node.context):
                 return False
-        elif node.type not in (list, tuple, _NAMED) and node.type not in tp.SUPPORTED_NODES:
+        elif node.type not in (list, tuple, _NAMED) and (
+            "registered" not in _ON or node.type not in tp.SUPPORTED_NODES
+        ):
             return False
         stack.extend(node.children())
     return True
@@ -540,11 +583,15 @@ def _up_to(tx: Any, spec: Any, vt: Any, out: list[Any]) -> None:
             raise _Fallback
         children = list(vt.items)
     elif spec.type is _NAMED:
-        if kind is not NamedTupleVariable or vt.tuple_cls is not spec.context:
+        if "namedtuple" not in _ON or kind is not NamedTupleVariable:
+            raise _Fallback
+        if vt.tuple_cls is not spec.context:
             raise _Fallback
         children = list(vt.items)
     elif (spec.type in _STANDARD_DICTS and isinstance(vt, ConstDictVariable)
           and vt.python_type() in _STANDARD_DICTS):  # fmt: skip
+        if "dict" not in _ON:
+            raise _Fallback
         if not all(key.vt.is_python_constant() for key in vt.items):
             raise _Fallback
         if vt.source is not None:
@@ -560,7 +607,7 @@ def _up_to(tx: Any, spec: Any, vt: Any, out: list[Any]) -> None:
         except NotImplementedError:
             raise _Fallback from None
         node = tp.SUPPORTED_NODES.get(python_type)
-        if python_type is not spec.type or node is None:
+        if python_type is not spec.type or node is None or "registered" not in _ON:
             raise _Fallback
         children_vt, context = _call_flatten(tx, node.flatten_fn, vt)
         if python_type is not collections.deque and context != spec.context:
@@ -572,108 +619,9 @@ def _up_to(tx: Any, spec: Any, vt: Any, out: list[Any]) -> None:
         _up_to(tx, child_spec, child, out)
 
 
-def _guard_fx_registry(tx: Any) -> None:
-    # torch.fx's own registry decides how each spec node is read: a
-    # registration after compiling recompiles. (Its keys are types: the
-    # guard compares them in order.)
-    source = AttrSource(AttrSource(AttrSource(ImportSource("torch"), "fx"), "_pytree"),
-                        "SUPPORTED_NODES")  # fmt: skip
-    tx.output.guard_on_key_order.add(source)
-    install_guard(source.make_guard(GuardBuilder.DICT_KEYS_MATCH))
-
-
-def _known_spec(tx: Any, vt: Any) -> Any:
-    """The torch TreeSpec `vt` is known to be for as long as the guards hold, or None.
-
-    A constant spec (made by a fast path, or sourceless) needs no guard. A
-    torch TreeSpec reached through a source (a module's `_in_spec`, a
-    global) is pinned by an ID_MATCH: torch's TreeSpec is a frozen dataclass
-    that torch never changes after construction (it is hashed by structure);
-    an engine spec posing as one is immutable and pinned by its own ID_MATCH.
-    """
-    spec = _constant_spec(vt)
-    if spec is not None:
-        return spec
-    vt = vt.realize()
-    if (isinstance(vt, UserDefinedObjectVariable) and vt.source is not None
-            and _is_torch_spec(vt.value)):  # fmt: skip
-        install_guard(vt.source.make_guard(GuardBuilder.ID_MATCH))
-        return vt.value
-    return None
-
-
 def _is_torch_spec(value: Any) -> bool:
     """torch's own TreeSpec (or its LeafSpec), not a user subclass."""
     return isinstance(value, tp.TreeSpec) and type(value).__module__ == tp.__name__
-
-
-def _flatten_spec(fn_vt: Any, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """`torch.fx._pytree.tree_flatten_spec(tree, spec)` against a known spec, or None.
-
-    torch.fx reads each node the way its registry says (dict: `tree[key]`
-    for each key of the spec; list, tuple, namedtuple: `tree[i]` for each
-    child; no type check) and, for a spec type it has no entry for,
-    flattens that subtree and compares specs. The same reads are made here
-    as Dynamo traces a subscript (same guards), a custom entry's function
-    is traced, and an unregistered subtree goes through the flatten fast
-    path; a subtree whose spec differs is handed to torch's function (which
-    raises its error). Guards: DICT_KEYS_MATCH on torch.fx's registry, an
-    ID_MATCH on a spec reached through a source (`_known_spec`), and those
-    of the reads.
-    """
-    if len(args) != 2 or kwargs:
-        return None
-    spec = _known_spec(tx, args[1])
-    if spec is None:
-        return None
-    _guard_fx_registry(tx)
-    _closure_check(args[0], spec)
-    out: list[Any] = []
-    _spec_leaves(fn_vt, tx, args[0], spec, out)
-    return ListVariable(out, mutation_type=ValueMutationNew())
-
-
-def _closure_check(vt: Any, spec: Any) -> None:
-    """What tracing torch.fx's first read of the root does besides the read.
-
-    On CPython < 3.12 the comprehension in `_dict_flatten_spec` (and the
-    list/tuple ones) is a nested function closing over the node; before
-    inlining it, Dynamo tries to turn that closure into a constant, which
-    realizes the tree's trackers in order up to the first that is not one
-    (the first tensor leaf: it becomes a graph input at that moment). Once
-    per compiled call, as measured on torch 2.13 and 2.14; done here too so
-    that the graph's inputs come in torch's order.
-    """
-    if sys.version_info >= (3, 12) or spec.is_leaf():
-        return
-    with contextlib.suppress(NotImplementedError, Unsupported):
-        vt.as_python_constant()
-
-
-def _spec_leaves(fn_vt: Any, tx: Any, vt: Any, spec: Any, out: list[Any]) -> None:
-    import torch.fx._pytree as fx
-
-    if spec.is_leaf():
-        out.append(vt)
-        return
-    fn = fx.SUPPORTED_NODES.get(spec.type)
-    if fn is None:
-        walk = _flatten(tx, [vt], {}, with_paths=False)
-        if walk is not None and walk.tree_spec == spec:
-            out.extend(walk.leaves)
-            return
-        result = UserFunctionVariable.call_function(fn_vt, tx, [vt, SpecVariable(spec)], {})
-        out.extend(result.unpack_var_sequence(tx))
-        return
-    if fn is fx._dict_flatten_spec:
-        children = [_getitem(tx, vt, key) for key in spec.context]
-    elif fn in (fx._list_flatten_spec, fx._tuple_flatten_spec, fx._namedtuple_flatten_spec):
-        children = [_getitem(tx, vt, i) for i in range(spec.num_children)]
-    else:
-        flat = VariableTracker.build(tx, fn).call_function(tx, [vt, SpecVariable(spec)], {})
-        children = flat.unpack_var_sequence(tx)
-    for child, child_spec in zip(children, spec.children(), strict=False):
-        _spec_leaves(fn_vt, tx, child, child_spec, out)
 
 
 # TreeSpec methods of a constant spec answered without tracing their bodies.
@@ -723,9 +671,10 @@ class SpecMethodVariable(VariableTracker):
     def _answer(self, tx: Any, args: list[Any]) -> Any:
         spec = self.spec_vt.value
         if self.name == "unflatten":
-            return _unflatten(tx, args[0], spec) if len(args) == 1 else None
+            ok = len(args) == 1 and "unflatten" in _ON
+            return _unflatten(tx, args[0], spec) if ok else None
         if self.name == "flatten_up_to":
-            if len(args) != 1:
+            if len(args) != 1 or "tree_map" not in _ON:
                 return None
             subtrees: list[Any] = []
             try:
@@ -761,12 +710,16 @@ class PytreeFunctionVariable(UserFunctionVariable):
 
     def _fast(self, tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         name = getattr(self.fn, "__name__", "")
+        if not _ON.issuperset(FUNCTION_PATHS.get(name, ("?",))):
+            return None
         if name in _ALL_ANY:
             from ._predicates import all_any
 
             return all_any(self, tx, name, args, kwargs)
         if name == "tree_flatten_spec":
-            return _flatten_spec(self, tx, args, kwargs)
+            from ._fx_spec import flatten_spec
+
+            return flatten_spec(self, tx, args, kwargs)
         if name == "tree_map":
             return _tree_map(tx, args, kwargs)
         if name == "tree_unflatten":
