@@ -44,6 +44,17 @@ def _install_lines(cpytree: object) -> list[str]:
     return lines
 
 
+# --- autoload (the autoload branch's block, issue 30) ---------------------------
+def _autoload_line() -> str:
+    """Whether `import torch` runs install() (the torch.backends entry point), and why."""
+    from cpytree._torch._autoload import describe
+
+    return describe()
+
+
+# --- end of the autoload block ---------------------------------------------------
+
+
 def main() -> int:
     import cpytree
 
@@ -53,6 +64,7 @@ def main() -> int:
     }[cpytree.ENGINE]
     lines = [f"cpytree {cpytree.__version__}", f"engine: {engine}", _torch_line()]
     lines += _install_lines(cpytree)
+    lines.append(_autoload_line())
     print("\n".join(lines))
     return 0
 
