@@ -24,7 +24,7 @@ import torch.utils._pytree as tp
 import cpytree
 from autoload_env import child_env, declared_entry_point, run, run_json
 from cpytree._torch import TARGETS
-from cpytree._torch._autoload import describe, setting
+from cpytree._torch._autoload import ENTRY_POINT, describe, setting
 
 pytestmark = pytest.mark.torch
 
@@ -103,7 +103,7 @@ def test_the_suite_compares_with_torchs_own_code():
 
 def test_the_entry_point_names_the_autoload_function():
     name, target = declared_entry_point()
-    assert (name, target) == ("cpytree", "cpytree._torch._autoload:autoload")
+    assert (name, target) == ("cpytree", "cpytree._torch._autoload:autoload") == ENTRY_POINT
     module, attr = target.split(":")
     assert callable(getattr(importlib.import_module(module), attr))
 

@@ -34,8 +34,10 @@ import os
 import sys
 import warnings
 
-__all__ = ["autoload", "describe", "install_at_import", "setting"]
+__all__ = ["ENTRY_POINT", "autoload", "describe", "install_at_import", "setting"]
 
+# The entry point pyproject.toml declares (tests/python/test_autoload.py checks they agree).
+ENTRY_POINT = ("cpytree", f"{__name__}:autoload")
 ENV_VAR = "CPYTREE_INSTALL"
 TORCH_ENV_VAR = "TORCH_DEVICE_BACKEND_AUTOLOAD"
 _OFF = frozenset({"0", "false", "no", "off"})
@@ -134,8 +136,7 @@ def entry_point_registered() -> bool:
     """Whether an installed distribution declares cpytree's `torch.backends` entry point."""
     from importlib.metadata import entry_points
 
-    target = f"{__name__}:autoload"
-    return any(ep.value == target for ep in entry_points(group="torch.backends"))
+    return any(ep.value == ENTRY_POINT[1] for ep in entry_points(group="torch.backends"))
 
 
 def describe() -> str:
