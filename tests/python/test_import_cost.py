@@ -154,6 +154,7 @@ IMPORTED = [
     "cpytree._nodes",
     "cpytree._registry",
     "cpytree._torch",
+    "cpytree._torch._autoload",  # CPYTREE_INSTALL's one reader; torch's entry point loads it anyway
     "cpytree._torch._follow",
     "cpytree._torch._registry",
 ]
