@@ -187,18 +187,24 @@ _BOOM = (
 
 
 @pytest.mark.parametrize("errors", [False, True], ids=["warn", "W-error"])
-def test_a_failing_install_leaves_torch_as_shipped(tmp_path, plain, errors):
+def test_a_failing_install_leaves_torch_as_shipped(tmp_path, plain, explicit, errors):
+    if errors and plain["warnings"]:
+        pytest.skip(f"torch's own import warns here, -W error fails it: {plain['warnings'][0]}")
     action = "error" if errors else "always"
     got = _report(tmp_path, prelude=_BOOM, action=action, CPYTREE_INSTALL=None)
     assert got["loaded"] and not got["installed"]
-    assert got["outcome"] == "failed: RuntimeError: boom"
     assert got["torchs_own"] == ALL_TARGETS
     assert got["nodes"] == plain["nodes"]
     assert got["flatten"] == plain["flatten"]
-    if errors:  # the warning became an exception, which autoload swallowed
+    if errors:
+        # The first warning (boom, or install()'s own on an untested torch)
+        # became an exception: install() undid itself, autoload swallowed it.
+        assert got["outcome"].startswith("failed: ")
         assert got["warnings"] == []
     else:
-        assert got["warnings"] == plain["warnings"] + [f"RuntimeWarning: {FAILED}"]
+        assert got["outcome"] == "failed: RuntimeError: boom"
+        # install()'s own warnings (none on a tested torch), then autoload's one.
+        assert got["warnings"] == explicit["warnings"] + [f"RuntimeWarning: {FAILED}"]
 
 
 def test_describe_in_this_process():
