@@ -19,6 +19,14 @@ and what `import torch` itself costs with the autoload (issue 30: at most
                   runs at the end of `import torch`
   autoload-off    the same with CPYTREE_INSTALL=0 (torch imports cpytree, which does nothing)
 
+and Inductor's compile workers (they must not start slower): after `import torch`,
+the statement starts a `SubprocPool(2)` (a fresh sidecar process that imports torch,
+and its forked workers) and waits for the first job's answer (the worker's module
+count and whether cpytree is installed there: the deterministic count beside the time):
+
+  workers-off       the entry point visible, CPYTREE_INSTALL=0
+  workers-autoload  the entry point visible, autoload on
+
 Each of these also reports whether cpytree ended up installed and whether
 torch._dynamo was imported (it must not be). With --python pointing at a venv
 where the cpytree wheel is installed, "torch-only" sees the real entry point:
@@ -56,8 +64,13 @@ CHILD = r"""
 import json, sys, time
 case, profile = sys.argv[1], sys.argv[2] == "1"
 IMPORT_TORCH = ("torch-only", "autoload", "autoload-off")
+WORKERS = ("workers-off", "workers-autoload")
+PROBE = "(lambda m: [len(m), m.get('cpytree') is not None and m['cpytree'].is_installed()])"
 if case not in IMPORT_TORCH and case != "cold":
     import torch  # noqa: F401
+if case in WORKERS:
+    from torch._inductor.compile_worker.subproc_pool import SubprocPool
+worker = None
 before = set(sys.modules)
 if profile:
     import cProfile, pstats
@@ -66,7 +79,11 @@ if profile:
 
 
 def statement():
-    global cpytree, torch
+    global cpytree, torch, worker
+    if case in WORKERS:  # the sidecar's start and its first job
+        worker = SubprocPool(2)
+        worker = [worker, worker.submit(eval, PROBE + "(__import__('sys').modules)").result()]
+        return
     if case in IMPORT_TORCH:
         import torch
         return
@@ -88,6 +105,8 @@ if profile:
     calls = pstats.Stats(pr).total_calls
 else:
     calls = None
+if worker is not None:
+    worker[0].shutdown()
 new = set(sys.modules) - before
 mods = sorted(m for m in new if m.startswith("cpytree"))
 import importlib.metadata
@@ -95,11 +114,12 @@ cp = sys.modules.get("cpytree")
 print(json.dumps({"ms": (t1 - t0) * 1e3, "calls": calls, "modules": mods, "all_modules": len(new),
                   "installed": bool(cp is not None and cp.is_installed()),
                   "dynamo": "torch._dynamo" in sys.modules,
+                  "worker": None if worker is None else worker[1],
                   "entry_point": any(e.value.startswith("cpytree.") for e in
                                      importlib.metadata.entry_points(group="torch.backends"))}))
 """
 CASES = ("cold", "torch", "install")
-AUTOLOAD_CASES = ("torch-only", "autoload", "autoload-off")
+AUTOLOAD_CASES = ("torch-only", "autoload", "autoload-off", "workers-off", "workers-autoload")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _ENTRY_POINT_DIR: str | None = None
 
@@ -133,15 +153,15 @@ def _env(path: str | None, case: str = "") -> dict[str, str]:
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     parts = [path] if path else []
-    if case in ("autoload", "autoload-off"):
+    if case in ("autoload", "autoload-off", "workers-off", "workers-autoload"):
         parts.insert(0, _entry_point_dir())
     if case in AUTOLOAD_CASES:
         env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
         if env.get("PYTHONPATH") and not path:
             parts.append(env["PYTHONPATH"])
-    if case == "autoload-off":
+    if case in ("autoload-off", "workers-off"):
         env["CPYTREE_INSTALL"] = "0"
-    elif case in ("torch-only", "autoload"):
+    elif case in ("torch-only", "autoload", "workers-autoload"):
         env.pop("CPYTREE_INSTALL", None)
     if parts:
         env["PYTHONPATH"] = os.pathsep.join(parts)
@@ -212,6 +232,11 @@ def main() -> None:
                 + (
                     f"; entry point {'visible' if n['entry_point'] else 'absent'}, "
                     f"installed {n['installed']}, torch._dynamo imported {n['dynamo']}"
+                    + (
+                        f"; compile worker: {n['worker'][0]} modules, installed {n['worker'][1]}"
+                        if n["worker"]
+                        else ""
+                    )
                     if c in AUTOLOAD_CASES
                     else ""
                 )
