@@ -7,7 +7,7 @@ with RuntimeError. pyproject.toml registers `autoload` below as
 `torch.backends: cpytree`, so a script that never names cpytree runs torch's
 pytree on the engine. Loading the entry point imports the `cpytree` package.
 
-The two switches, read when they act (docs/torch_install.md, "Autoload"):
+The two switches, read when they act:
 
 ==================================  ========================  =====================
 CPYTREE_INSTALL                     at `import torch`         at `import cpytree`
