@@ -7,8 +7,13 @@ in the session header.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+
+# The "torch.utils._pytree" backend is torch's own Python code: an installed
+# cpytree's autoload (install() at `import torch`) is off here and in children.
+os.environ["CPYTREE_INSTALL"] = "0"
 
 try:
     import cpytree.harness.ops.workloads  # noqa: F401

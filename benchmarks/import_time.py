@@ -9,6 +9,29 @@ time.perf_counter, around the statement alone:
   torch     `import cpytree` after `import torch`
   install   `import cpytree; cpytree.install()` after `import torch`
 
+and what `import torch` itself costs with the autoload (issue 30: at most
+12 ms more), the statement being `import torch` alone:
+
+  torch-only      no cpytree entry point visible (torch as a user without cpytree has it;
+                  torch still scans for `torch.backends` entry points)
+  autoload        cpytree's `torch.backends` entry point visible (a temporary .dist-info
+                  declaring pyproject.toml's entry point, first on PYTHONPATH): install()
+                  runs at the end of `import torch`
+  autoload-off    the same with CPYTREE_INSTALL=0 (torch imports cpytree, which does nothing)
+
+and Inductor's compile workers (they must not start slower): after `import torch`,
+the statement starts a `SubprocPool(2)` (a fresh sidecar process that imports torch,
+and its forked workers) and waits for the first job's answer (the worker's module
+count and whether cpytree is installed there: the deterministic count beside the time):
+
+  workers-off       the entry point visible, CPYTREE_INSTALL=0
+  workers-autoload  the entry point visible, autoload on
+
+Each of these also reports whether cpytree ended up installed and whether
+torch._dynamo was imported (it must not be). With --python pointing at a venv
+where the cpytree wheel is installed, "torch-only" sees the real entry point:
+the output says so (`entry point visible`); compare against `pip uninstall`.
+
 and, once per case, the deterministic counts that pair with the times:
 modules `import cpytree` adds to sys.modules, and Python function calls
 (cProfile's total) during the statement. With several --path (a directory
@@ -35,12 +58,19 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 
 CHILD = r"""
 import json, sys, time
 case, profile = sys.argv[1], sys.argv[2] == "1"
-if case != "cold":
+IMPORT_TORCH = ("torch-only", "autoload", "autoload-off")
+WORKERS = ("workers-off", "workers-autoload")
+PROBE = "(lambda m: [len(m), m.get('cpytree') is not None and m['cpytree'].is_installed()])"
+if case not in IMPORT_TORCH and case != "cold":
     import torch  # noqa: F401
+if case in WORKERS:
+    from torch._inductor.compile_worker.subproc_pool import SubprocPool
+worker = None
 before = set(sys.modules)
 if profile:
     import cProfile, pstats
@@ -49,7 +79,14 @@ if profile:
 
 
 def statement():
-    global cpytree
+    global cpytree, torch, worker
+    if case in WORKERS:  # the sidecar's start and its first job
+        worker = SubprocPool(2)
+        worker = [worker, worker.submit(eval, PROBE + "(__import__('sys').modules)").result()]
+        return
+    if case in IMPORT_TORCH:
+        import torch
+        return
     import cpytree
     if case == "install":
         cpytree.install()
@@ -68,18 +105,66 @@ if profile:
     calls = pstats.Stats(pr).total_calls
 else:
     calls = None
+if worker is not None:
+    worker[0].shutdown()
 new = set(sys.modules) - before
 mods = sorted(m for m in new if m.startswith("cpytree"))
-print(json.dumps({"ms": (t1 - t0) * 1e3, "calls": calls, "modules": mods, "all_modules": len(new)}))
+import importlib.metadata
+cp = sys.modules.get("cpytree")
+print(json.dumps({"ms": (t1 - t0) * 1e3, "calls": calls, "modules": mods, "all_modules": len(new),
+                  "installed": bool(cp is not None and cp.is_installed()),
+                  "dynamo": "torch._dynamo" in sys.modules,
+                  "worker": None if worker is None else worker[1],
+                  "entry_point": any(e.value.startswith("cpytree.") for e in
+                                     importlib.metadata.entry_points(group="torch.backends"))}))
 """
 CASES = ("cold", "torch", "install")
+AUTOLOAD_CASES = ("torch-only", "autoload", "autoload-off", "workers-off", "workers-autoload")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ENTRY_POINT_DIR: str | None = None
 
 
-def _env(path: str | None) -> dict[str, str]:
-    env = dict(os.environ)
+def _entry_point_dir() -> str:
+    """A temporary directory with a .dist-info declaring pyproject.toml's torch.backends entry."""
+    global _ENTRY_POINT_DIR
+    if _ENTRY_POINT_DIR is None:
+        with open(os.path.join(ROOT, "pyproject.toml")) as f:
+            text = f.read()
+        section = re.search(
+            r'^\[project\.entry-points\."torch\.backends"\]\n((?:[^\[\n].*\n)+)', text, re.M
+        )
+        if section is None:
+            raise SystemExit("pyproject.toml declares no torch.backends entry point")
+        lines = "".join(
+            f"{n} = {t}\n" for n, t in re.findall(r'^(\w+)\s*=\s*"([^"]+)"', section.group(1), re.M)
+        )
+        base = tempfile.mkdtemp(prefix="cpytree-ep-")
+        info = os.path.join(base, "cpytree_autoload_probe-0.dist-info")
+        os.mkdir(info)
+        with open(os.path.join(info, "METADATA"), "w") as f:
+            f.write("Metadata-Version: 2.1\nName: cpytree-autoload-probe\nVersion: 0\n")
+        with open(os.path.join(info, "entry_points.txt"), "w") as f:
+            f.write("[torch.backends]\n" + lines)
+        _ENTRY_POINT_DIR = base
+    return _ENTRY_POINT_DIR
+
+
+def _env(path: str | None, case: str = "") -> dict[str, str]:
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    if path:
-        env["PYTHONPATH"] = path
+    parts = [path] if path else []
+    if case in ("autoload", "autoload-off", "workers-off", "workers-autoload"):
+        parts.insert(0, _entry_point_dir())
+    if case in AUTOLOAD_CASES:
+        env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
+        if env.get("PYTHONPATH") and not path:
+            parts.append(env["PYTHONPATH"])
+    if case in ("autoload-off", "workers-off"):
+        env["CPYTREE_INSTALL"] = "0"
+    elif case in ("torch-only", "autoload", "workers-autoload"):
+        env.pop("CPYTREE_INSTALL", None)
+    if parts:
+        env["PYTHONPATH"] = os.pathsep.join(parts)
     return env
 
 
@@ -88,7 +173,7 @@ def run(python: str, path: str | None, case: str, profile: bool) -> dict:
         [python, "-c", CHILD, case, "1" if profile else "0"],
         capture_output=True,
         text=True,
-        env=_env(path),
+        env=_env(path, case),
         check=True,
     ).stdout
     return dict(json.loads(out.strip().splitlines()[-1]))
@@ -96,7 +181,7 @@ def run(python: str, path: str | None, case: str, profile: bool) -> dict:
 
 def instructions(python: str, path: str | None, case: str) -> int:
     """Instructions the statement of `case` executes (callgrind)."""
-    env = {**_env(path), "PYTHONHASHSEED": "0"}
+    env = {**_env(path, case), "PYTHONHASHSEED": "0"}
     cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
            "--toggle-collect=starmap_next", "--callgrind-out-file=/dev/null",
            python, "-c", CHILD, case, "0", "instructions"]  # fmt: skip
@@ -112,7 +197,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--path", action="append", default=[], help="PYTHONPATH of one variant")
-    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument(
+        "--cases",
+        default=",".join(CASES),
+        help=f"comma-separated, of {', '.join(CASES + AUTOLOAD_CASES)}",
+    )
     ap.add_argument("--instructions", action="store_true", help="also count instructions")
     args = ap.parse_args()
     paths = args.path or [None]
@@ -140,6 +229,17 @@ def main() -> None:
                 f"{len(n['modules'])} cpytree modules ({n['all_modules']} in all), "
                 f"{n['calls']} Python calls"
                 + (f", {n['instructions'] / 1e6:.1f}M instructions" if "instructions" in n else "")
+                + (
+                    f"; entry point {'visible' if n['entry_point'] else 'absent'}, "
+                    f"installed {n['installed']}, torch._dynamo imported {n['dynamo']}"
+                    + (
+                        f"; compile worker: {n['worker'][0]} modules, installed {n['worker'][1]}"
+                        if n["worker"]
+                        else ""
+                    )
+                    if c in AUTOLOAD_CASES
+                    else ""
+                )
             )
 
 

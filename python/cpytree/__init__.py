@@ -421,15 +421,16 @@ else:
 
 
 # torch integration (python/cpytree/_torch): install() / uninstall() swap torch's
-# pytree functions for this module's; CPYTREE_INSTALL=1 installs at import.
+# pytree functions for this module's. `import torch` installs (the entry point
+# of _torch/_autoload.py); CPYTREE_INSTALL=1 also installs at `import cpytree`.
 from ._torch import (  # noqa: E402
     follow_torch_registry as _follow_torch_registry,
     install as install,
-    install_from_environment as _install_from_environment,
     is_installed as is_installed,
     status as status,
     uninstall as uninstall,
 )
+from ._torch._autoload import install_at_import as _install_at_import  # noqa: E402
 
 _follow_torch_registry()  # torch's registrations count here too, without install()
-_install_from_environment()
+_install_at_import()

@@ -94,6 +94,17 @@ def _install_lines(cpytree: object) -> list[str]:
     return lines
 
 
+# --- autoload (the autoload branch's block, issue 30) ---------------------------
+def _autoload_line() -> str:
+    """Whether `import torch` runs install() (the torch.backends entry point), and why."""
+    from cpytree._torch._autoload import describe
+
+    return describe()
+
+
+# --- end of the autoload block ---------------------------------------------------
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     import cpytree
@@ -105,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     version = _torch_version()
     lines = [f"cpytree {cpytree.__version__}", f"engine: {engine}", _torch_line(version)]
     lines += _install_lines(cpytree)
+    lines.append(_autoload_line())
     if version is not None and "--brief" not in args:
         lines += _fence_lines(version)
     print("\n".join(lines))

@@ -12,6 +12,9 @@
   total) and ``dev`` (a few dozen per test, for quick local runs). Pick one with
   ``HYPOTHESIS_PROFILE=dev``.
 
+Autoload (install() at ``import torch``) is off for the suite and its
+children: ``CPYTREE_INSTALL=0`` is set here, before anything imports torch.
+
 Set ``CPYTREE_REQUIRE_ENGINE=1`` to turn "the C++ engine did not load" from a
 skip of the engine-only tests into a failure.
 """
@@ -24,6 +27,13 @@ import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+# Every comparison with torch compares with torch's own Python code: the
+# `torch.backends` entry point of an installed cpytree (install() at
+# `import torch`) is off for this process and every child it starts, before
+# anything imports torch. Tests that want it on say so for their child
+# (test_autoload*.py); test_autoload.py checks that torch here is torch's code.
+os.environ["CPYTREE_INSTALL"] = "0"
 
 # The helper modules (trees, support) live next to this file; make them
 # importable whatever pytest's import mode is. Pickling specs of the table's

@@ -155,6 +155,7 @@ IMPORTED = [
     "cpytree._nodes",
     "cpytree._registry",
     "cpytree._torch",
+    "cpytree._torch._autoload",  # CPYTREE_INSTALL's one reader; torch's entry point loads it anyway
     "cpytree._torch._follow",
     "cpytree._torch._inventory",  # the registry link checks its names first
     "cpytree._torch._registry",

@@ -65,7 +65,7 @@ print(json.dumps({
 
 def _run(prelude: str) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")])}
-    env.pop("CPYTREE_INSTALL", None)
+    env["CPYTREE_INSTALL"] = "0"  # no install() at import, nor by torch's entry point (autoload)
     out = subprocess.run(
         [sys.executable, "-c", prelude + _COMPARE],
         capture_output=True, text=True, env=env, check=False, timeout=300,

@@ -5,7 +5,9 @@
     ...                    # torch.compile / export / eager: results unchanged
     cpytree.uninstall()    # torch exactly as before
 
-Or set `CPYTREE_INSTALL=1` in the environment: `import cpytree` then installs.
+`import torch` installs by itself when the package is installed (the
+`torch.backends` entry point, `_autoload.py`: CPYTREE_INSTALL=0 opts out);
+`CPYTREE_INSTALL=1` also installs at `import cpytree`.
 
 What install() does, in order (uninstall() undoes each step):
 
@@ -36,7 +38,6 @@ through their module globals.
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 import threading
 import warnings
@@ -93,7 +94,6 @@ ENGINE_NAMES = {
     "tree_leaves_with_path": "_torch_tree_leaves_with_path",
 }
 
-_ENV_VAR = "CPYTREE_INSTALL"
 _LOCK = threading.RLock()  # held by install() and uninstall() for their whole run
 
 
@@ -440,18 +440,3 @@ def follow_torch_registry() -> TorchRegistryFollower:
             _FOLLOWER = TorchRegistryFollower(frozenset(cpytree.BUILTIN_TYPES))
             _FOLLOWER.start()
         return _FOLLOWER
-
-
-def install_from_environment() -> None:
-    """install() if CPYTREE_INSTALL is set to a true value (1, true, yes, on)."""
-    value = os.environ.get(_ENV_VAR, "").strip().lower()
-    if value in ("", "0", "false", "no", "off"):
-        return
-    try:
-        install()
-    except ImportError as error:
-        warnings.warn(
-            f"{_ENV_VAR}={value}: torch could not be imported ({error}); nothing installed.",
-            RuntimeWarning,
-            stacklevel=3,
-        )

@@ -31,7 +31,9 @@ default `harness-report/`: report.md, results.json, PNG plots):
   torch.func, checkpoint, a compiled module's call, transformers generate,
   DTensor dispatch and an FSDP2 step on 2 gloo ranks of 127.0.0.1), per
   call, with and without install(), each time beside deterministic pytree
-  call counts and the pytree share of the profile (`runtime_bench`).
+  call counts and the pytree share of the profile (`runtime_bench`);
+  `--runtime-modes torch,cpytree,autoload` adds what a user gets with no
+  code change (as `--compile-modes ...,autoload` does for `--compile`).
 
 Each number of the op tables is the median time per call in microseconds;
 beside it, the ratio to cpytree (time / cpytree's time: above 1 means cpytree
@@ -134,6 +136,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--runtime-cases", metavar="NAME,...", help="--runtime: cases (default all; --list)"
     )
+    p.add_argument(
+        "--runtime-modes",
+        metavar="MODE,...",
+        help="--runtime: torch,cpytree (the default), or torch,cpytree,autoload: also what a "
+        "user gets with no code change (install() by the entry point at import torch)",
+    )
     p.add_argument("--no-runtime", action="store_true", help="--compile: no runtime section")
     p.add_argument("--compile-reps", type=int, metavar="N", help="--compile: runs per mode")
     p.add_argument(
@@ -143,7 +151,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--compile-modes",
         metavar="MODE,...",
         help="--compile: modes compared, the first the base (default torch,cpytree; "
-        "also cpytree-attrs: install(rebind_imports=False))",
+        "also cpytree-attrs: install(rebind_imports=False); autoload: no code change, "
+        "install() by the entry point at import torch)",
     )
     p.add_argument(
         "--backward", action="store_true", help="--compile: time the first call and its backward"
@@ -258,6 +267,7 @@ def _runtime(args: argparse.Namespace) -> tuple[dict[str, Any], str, str]:
         reps=1 if args.quick else 3,
         quick=args.quick,
         progress=not args.no_progress,
+        modes=tuple(_split(args.runtime_modes) or ("torch", "cpytree")),
     )
     return study, runtime_bench.terminal(study), runtime_bench.markdown(study)
 
@@ -294,6 +304,11 @@ def _run_compile(args: argparse.Namespace, meta: dict[str, Any], t0: float) -> i
         modes = tuple(_split(args.compile_modes) or MODES)
         if args.compile:
             compile_bench.check_names(models or [], modes)
+        if in_process and "autoload" in modes:
+            raise Unavailable(
+                "the autoload mode needs a fresh `import torch` per run; "
+                "--warm and --replay switch modes inside one process"
+            )
         check_available()
         if args.compile and in_process:
             t1 = time.monotonic()

@@ -4,7 +4,11 @@ Each study (`compile_bench`, `dynamo_study`, `runtime_bench`) measures the
 same work in two modes, in fresh processes: "torch" (torch as shipped) and
 "cpytree" (after `cpytree.install()`). The compile study can also compare
 "cpytree-attrs" (`COMPILE_MODES`): install() without rebinding the names torch
-modules imported from torch.utils._pytree. Needs no torch to import.
+modules imported from torch.utils._pytree, and "autoload": what a user gets
+with no code change, install() run by cpytree's `torch.backends` entry point
+at the child's `import torch` (`child.child_env("autoload")`). Every other
+mode's child has the autoload off (CPYTREE_INSTALL=0): "torch" is torch's own
+code. Needs no torch to import.
 
     check_available()            # raises Unavailable without torch or install()
     for mode in MODES: ...
@@ -23,6 +27,7 @@ COMPILE_MODES = {
     "torch": "torch as shipped",
     "cpytree-attrs": "cpytree.install(rebind_imports=False): module attributes only",
     "cpytree": "cpytree.install(): also torch modules' import-time bindings",
+    "autoload": "no code change: install() by cpytree's torch.backends entry point at import torch",
 }
 
 
@@ -44,7 +49,13 @@ def enter(mode: str) -> None:
     """Put this process in `mode` of COMPILE_MODES (install() or not)."""
     if mode not in COMPILE_MODES:
         raise ValueError(f"unknown mode {mode!r}; known: {', '.join(COMPILE_MODES)}")
-    if mode != "torch":
+    if mode == "autoload":
+        import sys
+
+        loaded = sys.modules.get("cpytree")
+        if loaded is None or not loaded.is_installed():
+            raise RuntimeError("autoload: `import torch` did not install cpytree in this child")
+    elif mode != "torch":
         import cpytree
 
         cpytree.install(rebind_imports=(mode == "cpytree"))

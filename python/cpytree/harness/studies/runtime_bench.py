@@ -35,9 +35,13 @@ import statistics
 from typing import Any
 
 from ..child import ChildFailed, serve, spawn
-from .modes import MODES, check_available
+from .modes import MODES, check_available, enter
 from .runtime_cases import CASES, DIST_CASES, build
 from .runtime_measure import count, count_calls, per_call
+
+# The modes the study may run: MODES, and "autoload" (what a user gets with no
+# code change: install() by the entry point at the child's `import torch`).
+RUNTIME_MODES = (*MODES, "autoload")
 
 __all__ = ["CASES", "markdown", "run", "terminal"]
 
@@ -52,10 +56,7 @@ def child(config: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    if config["mode"] == "cpytree":
-        import cpytree
-
-        cpytree.install()
+    enter(config["mode"])  # install() in "cpytree"; in "autoload" `import torch` did
     result: dict[str, Any] = {"mode": config["mode"], "torch_version": torch.__version__}
     times: dict[str, float] = {}
     walls: dict[str, float] = {}
@@ -96,20 +97,27 @@ def check_case_names(cases: list[str] | None) -> list[str]:
 
 
 def run(
-    cases: list[str] | None = None, reps: int = 3, quick: bool = False, progress: bool = True
+    cases: list[str] | None = None,
+    reps: int = 3,
+    quick: bool = False,
+    progress: bool = True,
+    modes: tuple[str, ...] = MODES,
 ) -> dict[str, Any]:
-    """Time and count the cases in both modes, `reps` fresh processes per mode."""
+    """Time and count the cases in each mode (MODES, and "autoload" if asked),
+    `reps` fresh processes per mode."""
     from ..progress import ProgressBar
 
     names = check_case_names(cases)
+    if set(MODES) - set(modes) or set(modes) - set(RUNTIME_MODES):
+        raise KeyError(f"runtime modes: {', '.join(MODES)} and optionally autoload")
     check_available()
     rounds, target = (5, 0.02) if quick else (15, 0.05)
     config = {"cases": names, "rounds": rounds, "target": target, "quick": quick}
-    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
-    bar = ProgressBar(2 * reps, label="runtime", enabled=None if progress else False)
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    bar = ProgressBar(len(modes) * reps, label="runtime", enabled=None if progress else False)
     try:
         for rep in range(reps):
-            for mode in MODES if rep % 2 == 0 else MODES[::-1]:
+            for mode in modes if rep % 2 == 0 else modes[::-1]:
                 bar.label = f"runtime {mode}"
                 runs[mode].append(_spawn(dict(config, mode=mode)))
                 bar.advance()
@@ -134,7 +142,7 @@ def _median(values: list[float], scale: float = 1.0) -> float | None:
 def _row(name: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """One case over every process of both modes (see `run`)."""
     row: dict[str, Any] = {"case": name, "what": CASES.get(name, "")}
-    for mode in MODES:
+    for mode in runs:
         done = [r for r in runs[mode] if name in r["seconds"]]
         row[f"{mode}_us"] = _median([r["seconds"][name] for r in done], 1e6)
         row[f"{mode}_samples_us"] = [r["seconds"][name] * 1e6 for r in done]
@@ -151,8 +159,11 @@ def _row(name: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     row["speedup"] = t / c if t and c else None
     t, c = row["torch_wall_us"], row["cpytree_wall_us"]
     row["wall_speedup"] = t / c if t and c else None
+    if "autoload" in runs:
+        t, a = row["torch_us"], row["autoload_us"]
+        row["autoload_speedup"] = t / a if t and a else None
     row["errors"] = sorted(
-        {f"{r['mode']}: {e}" for r in runs["torch"] + runs["cpytree"]
+        {f"{r['mode']}: {e}" for mode_runs in runs.values() for r in mode_runs
          for k, e in r["errors"].items() if k in (name, "*")}
     )  # fmt: skip
     return row
@@ -171,12 +182,24 @@ def _table(study: dict[str, Any]) -> list[list[str]]:
         ["case", "torch us", "install() us", "speedup", "wall speedup", "pytree calls",
          "pytree fn calls", "with install()", "pytree share", "with install()"]
     ]  # fmt: skip
+    autoload = any("autoload_us" in r for r in study["rows"])
+    if autoload:
+        out[0][3:3] = ["autoload us", "autoload speedup"]
     for r in study["rows"]:
+        extra = (
+            [
+                _num(r["autoload_us"], ".1f"),
+                "-" if r["autoload_speedup"] is None else f"{r['autoload_speedup']:.2f}x",
+            ]
+            if autoload
+            else []
+        )
         out.append(
             [
                 r["case"],
                 _num(r["torch_us"], ".1f"),
                 _num(r["cpytree_us"], ".1f"),
+                *extra,
                 "-" if r["speedup"] is None else f"{r['speedup']:.2f}x",
                 "-" if r.get("wall_speedup") is None else f"{r['wall_speedup']:.2f}x",
                 _num(r.get("torch_pytree_calls"), "g"),

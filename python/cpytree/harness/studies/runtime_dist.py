@@ -52,14 +52,12 @@ def _rank(rank: int, name: str, config: dict[str, Any], port: int, out: str) -> 
     import torch
     import torch.distributed as dist
 
+    from .modes import enter
     from .runtime_cases import build
     from .runtime_measure import count, count_calls, per_call
 
     torch.set_num_threads(1)
-    if config["mode"] == "cpytree":
-        import cpytree
-
-        cpytree.install()
+    enter(config["mode"])  # install() in "cpytree"; in "autoload" `import torch` did
     dist.init_process_group(
         "gloo",
         init_method=f"tcp://{_ADDR}:{port}",
@@ -91,7 +89,7 @@ def run_case(name: str, config: dict[str, Any], timeout: float = 600.0) -> dict[
     Raises RuntimeError (with the failing rank's last words) or TimeoutError.
     """
     port = _free_port()
-    env = dict(child_env(), **_env(port))
+    env = dict(child_env(config["mode"]), **_env(port))
     with tempfile.TemporaryDirectory(prefix="cpytree-dist-") as tmp:
         out = os.path.join(tmp, "rank0.json")
         logs = [_log(tmp, r) for r in range(WORLD)]

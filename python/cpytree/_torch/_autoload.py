@@ -1,0 +1,162 @@
+"""Autoload: install() at the end of `import torch`, because the package is installed.
+
+torch (2.5 and later) loads every entry point of the group `torch.backends`
+at the end of `import torch` and calls it (torch/__init__.py,
+`_import_device_backends`); an exception from one makes `import torch` fail
+with RuntimeError. pyproject.toml registers `autoload` below as
+`torch.backends: cpytree`, so a script that never names cpytree runs torch's
+pytree on the engine. Loading the entry point imports the `cpytree` package.
+
+The two switches, read when they act:
+
+==================================  ========================  =====================
+CPYTREE_INSTALL                     at `import torch`         at `import cpytree`
+==================================  ========================  =====================
+unset or empty (the default)        install()                 nothing (no torch import)
+1, true, yes, on (any other value)  install()                 install() (imports torch)
+0, false, no, off                   nothing                   nothing
+==================================  ========================  =====================
+
+`TORCH_DEVICE_BACKEND_AUTOLOAD` is torch's: with any value but `1` torch
+calls no entry point, so `import torch` installs nothing, whatever
+CPYTREE_INSTALL says (`CPYTREE_INSTALL=1` still installs at `import
+cpytree`). Explicit `cpytree.install()` works under every setting.
+
+autoload() never raises: a failing install() has already put torch back as
+it was (install() undoes its own steps); autoload() then warns once, naming
+the error and the switch. With all well it prints nothing of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import warnings
+
+__all__ = ["ENTRY_POINT", "autoload", "describe", "install_at_import", "setting"]
+
+# The entry point pyproject.toml declares (tests/python/test_autoload.py checks they agree).
+ENTRY_POINT = ("cpytree", f"{__name__}:autoload")
+ENV_VAR = "CPYTREE_INSTALL"
+TORCH_ENV_VAR = "TORCH_DEVICE_BACKEND_AUTOLOAD"
+_OFF = frozenset({"0", "false", "no", "off"})
+
+# What the last autoload() call did ("installed", or why not): for describe().
+_outcome: str | None = None
+_warned = False
+
+
+def setting() -> str:
+    """CPYTREE_INSTALL as a switch: "on", "off", or "" (unset or empty: the default)."""
+    value = os.environ.get(ENV_VAR, "").strip().lower()
+    if not value:
+        return ""
+    return "off" if value in _OFF else "on"
+
+
+def torch_calls_entry_points() -> bool:
+    """torch's own test (`_is_device_backend_autoload_enabled`): the variable is "1" or unset."""
+    return os.getenv(TORCH_ENV_VAR, "1") == "1"
+
+
+def _install_running() -> bool:
+    """Whether install() is on this thread's stack: it imports torch, which calls autoload()."""
+    from . import install
+
+    code = install.__code__
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def autoload() -> None:
+    """The `torch.backends` entry point: install() unless switched off; never raises."""
+    global _outcome
+    try:
+        if setting() == "off":
+            _outcome = f"off: {ENV_VAR}={os.environ[ENV_VAR]}"
+            return
+        if _install_running():
+            _outcome = "left to the install() that is importing torch"
+            return
+        import cpytree
+
+        if cpytree.ENGINE != "cpp":  # `import cpytree` has warned already
+            _outcome = "off: the C++ engine did not load"
+            return
+        cpytree.install()
+        _outcome = "installed" if cpytree.is_installed() else "install() left torch unchanged"
+    except Exception as error:
+        _outcome = f"failed: {type(error).__name__}: {error}"
+        _warn_failed(error)
+
+
+def _warn_failed(error: Exception) -> None:
+    """One warning per process; even with warnings turned into errors, nothing raises."""
+    global _warned
+    if _warned:
+        return
+    _warned = True
+    # Under -W error the warning is an exception: `import torch` must still succeed.
+    with contextlib.suppress(Exception):
+        warnings.warn(
+            f"cpytree: install() at `import torch` failed ({type(error).__name__}: {error}); "
+            f"torch's pytree is left as it was. {ENV_VAR}=0 turns this autoload off.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def install_at_import() -> None:
+    """`import cpytree`'s step: install() if CPYTREE_INSTALL is on (1, true, yes, on)."""
+    if setting() != "on":
+        return
+    torch = sys.modules.get("torch")
+    importing = getattr(getattr(torch, "__spec__", None), "_initializing", False)
+    if importing and torch_calls_entry_points():
+        return  # torch is loading this package through the entry point: autoload() installs
+    from . import install
+
+    try:
+        install()
+    except ImportError as error:
+        warnings.warn(
+            f"{ENV_VAR}={os.environ[ENV_VAR]}: torch could not be imported ({error}); "
+            "nothing installed.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def entry_point_registered() -> bool:
+    """Whether an installed distribution declares cpytree's `torch.backends` entry point."""
+    from importlib.metadata import entry_points
+
+    return any(ep.value == ENTRY_POINT[1] for ep in entry_points(group="torch.backends"))
+
+
+def describe() -> str:
+    """One line for `python -m cpytree`: whether `import torch` installs, and why."""
+    cpytree_value = os.environ.get(ENV_VAR, "")
+    if setting() == "off":
+        return f"autoload: off ({ENV_VAR}={cpytree_value})"
+    if not torch_calls_entry_points():
+        value = os.environ.get(TORCH_ENV_VAR)
+        return f"autoload: off ({TORCH_ENV_VAR}={value}: torch loads no backend entry point)"
+    if not entry_point_registered():
+        return (
+            "autoload: off (no torch.backends entry point: cpytree is not installed as a "
+            "distribution, e.g. a source tree on sys.path)"
+        )
+    import cpytree
+
+    if cpytree.ENGINE != "cpp":
+        return "autoload: off (the C++ engine did not load)"
+    if _outcome is not None:
+        return f"autoload: on (at this process's `import torch`: {_outcome})"
+    why = f"{ENV_VAR}={cpytree_value}" if cpytree_value else f"{ENV_VAR} unset"
+    return f"autoload: on (install() at `import torch`; {why}; {ENV_VAR}=0 turns it off)"
