@@ -149,7 +149,7 @@ inline bool PublishIfEmpty(T** p, T* v) {
 inline void ReplaceSetting(PyObject** slot, PyObject* value) {
   Py_XINCREF(value);
 #if CPYTREE_FREE_THREADED
-  __atomic_exchange_n(slot, value, __ATOMIC_ACQ_REL);
+  (void)__atomic_exchange_n(slot, value, __ATOMIC_ACQ_REL);
 #else
   Py_XSETREF(*slot, value);
 #endif

@@ -115,10 +115,14 @@ bool ViewHash(SpecView v, std::size_t* out) {
   PyObject* const* items = v.items + v.root().ctx;
   for (std::size_t i = 0; i < num_items; ++i) {
     PyObject* o = items[i];
-    if (PyUnicode_CheckExact(o) && reinterpret_cast<PyASCIIObject*>(o)->hash != -1) {
-      // The common dict key: a str whose hash CPython already cached.
-      h = internal::HashMix(h, static_cast<std::size_t>(reinterpret_cast<PyASCIIObject*>(o)->hash));
-      continue;
+    if (PyUnicode_CheckExact(o)) {
+      // The common dict key: a str whose hash CPython already cached (another
+      // thread may be caching it right now: a relaxed read without the GIL).
+      Py_hash_t cached = ft::LoadRelaxed(&reinterpret_cast<PyASCIIObject*>(o)->hash);
+      if (cached != -1) {
+        h = internal::HashMix(h, static_cast<std::size_t>(cached));
+        continue;
+      }
     }
     std::size_t e;
     if (!ItemHash(o, &e, 0)) return false;
