@@ -260,7 +260,7 @@ fuzz-cxx: fuzz-setup
 # (peak RSS per leaf) and the thread stress at full length.
 stress: build
 	@CPYTREE_STRESS=1 $(PY) -m pytest -q -p no:cacheprovider tests/python/test_limits.py \
-	  tests/python/test_threads.py
+	  tests/python/test_threads.py tests/python/test_threads_stress.py
 
 clean:
 	rm -rf build harness-report
