@@ -260,10 +260,37 @@ fuzz-cxx: fuzz-setup
 # (peak RSS per leaf) and the thread stress at full length.
 stress: build
 	@CPYTREE_STRESS=1 $(PY) -m pytest -q -p no:cacheprovider tests/python/test_limits.py \
-	  tests/python/test_threads.py
+	  tests/python/test_threads.py tests/python/test_threads_stress.py
 
 clean:
 	rm -rf build harness-report
+
+# ---------------------------------------------------------------- free-threaded CPython
+# The engine without the GIL on CPython 3.13t (src/ft.h; README "Free-threaded
+# CPython"). No 3.13t can be installed here: PY313T_BUILDER builds CPython
+# 3.13.0 with --disable-gil once (~8 min on 2 cores, under BUILD_LOCK) into
+# $$CPYTREE_CACHE/py313t and prints the interpreter; later runs only print it.
+#   make test-ft       the cp313t wheel (scripts/wheel.sh: zig, manylinux_2_28)
+#                      in a fresh venv (build/pythons/3.13t/venv) with pytest and
+#                      hypothesis==6.155.0 (newer ones build a Rust part on 3.13t),
+#                      then tests/packaging and all of tests/python there, the
+#                      thread-stress suite (test_threads_stress.py) included
+#   make bench-ft      benchmarks/ft_scaling.py on that venv (2 threads against 1)
+# (Not here yet: a ThreadSanitizer run. It needs CPython itself built with
+# --with-thread-sanitizer; see the free-threading notes.)
+PY313T_BUILDER ?= $(firstword $(wildcard ../shared/pythons/build_py313t.sh \
+                    /work/shared/pythons/build_py313t.sh))
+PY313T = $$(flock $(BUILD_LOCK) $(PY313T_BUILDER) | tail -1)
+
+.PHONY: test-ft bench-ft
+
+test-ft: setup-system
+	@[ -n "$(PY313T_BUILDER)" ] || { echo "test-ft: no build_py313t.sh (PY313T_BUILDER=)"; exit 1; }
+	@py=$(PY313T) && JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) scripts/test_python.sh $$py
+
+bench-ft:
+	@[ -x build/pythons/3.13t/venv/bin/python ] || { echo "bench-ft: run make test-ft first"; exit 1; }
+	@build/pythons/3.13t/venv/bin/python benchmarks/ft_scaling.py $(BENCH_FT_ARGS)
 
 # ---------------------------------------------------------------- packaging
 # Wheels, the sdist, and the suites against them on every CPython and torch

@@ -14,13 +14,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${1:?usage: scripts/test_python.sh PYTHON}
 TORCH_VERSION=${TORCH_VERSION:-2.13.0}
-ver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+ver=$("$PYTHON" -c 'import sys, sysconfig; print("%d.%d%s" % (*sys.version_info[:2],
+  "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
+# The newest hypothesis has no wheel for free-threaded CPython and builds a
+# Rust part from source (no Rust registry here): the newest that installs.
+HYPOTHESIS=hypothesis
+case $ver in *t) HYPOTHESIS=${FT_HYPOTHESIS:-hypothesis==6.155.0} ;; esac
 wheel=$(scripts/wheel.sh "$PYTHON" | tail -1)
 venv=build/pythons/$ver/venv
 rm -rf "$venv"
 "$PYTHON" -m venv "$venv"
 quiet() { "$@" 2>&1 | { grep -v "is ignored: it is neither" || true; }; return "${PIPESTATUS[0]}"; }
-quiet "$venv/bin/python" -m pip install -q "$wheel" pytest hypothesis
+quiet "$venv/bin/python" -m pip install -q "$wheel" pytest "$HYPOTHESIS"
 torch_note="without torch (no local CPU build of torch==$TORCH_VERSION for Python $ver)"
 if report=$("$venv/bin/python" -m pip install -q --dry-run --no-index --no-deps --report - \
       "torch==$TORCH_VERSION" 2>/dev/null) && grep -q '"version": "[^"]*+cpu"' <<<"$report"; then

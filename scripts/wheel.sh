@@ -26,7 +26,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${1:?usage: scripts/wheel.sh PYTHON}
 DIST=${DIST:-dist}
-ver=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+# X.Y, or X.Yt for a free-threaded interpreter (3.13t: its own build tree).
+ver=$("$PYTHON" -c 'import sys, sysconfig; print("%d.%d%s" % (*sys.version_info[:2],
+  "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
 TOOLCHAIN=${WHEEL_TOOLCHAIN:-zig}
 case $TOOLCHAIN in
   zig) root=build/wheel/$ver-zig; deps=$(scripts/native_deps.sh x86_64 | tail -1)
@@ -56,9 +58,9 @@ fi
 # build machine, so a folder holding just that one link is added.
 extra=()
 multi=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("MULTIARCH") or "")')
-if [ "$TOOLCHAIN" = zig ] && [ -n "$multi" ] && [ -d "/usr/include/$multi/python$ver" ]; then
+if [ "$TOOLCHAIN" = zig ] && [ -n "$multi" ] && [ -d "/usr/include/$multi/python${ver%t}" ]; then
   shim=$(realpath -m "$root/include-shim")
-  mkdir -p "$shim/$multi" && ln -sfn "/usr/include/$multi/python$ver" "$shim/$multi/python$ver"
+  mkdir -p "$shim/$multi" && ln -sfn "/usr/include/$multi/python${ver%t}" "$shim/$multi/python${ver%t}"
   extra=(-C "cmake.define.CMAKE_CXX_FLAGS=-isystem $shim")
 fi
 strip=true

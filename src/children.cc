@@ -1,6 +1,8 @@
 // Child extraction helpers (see children.h).
 #include "children.h"
 
+#include "ft.h"
+
 namespace cpytree {
 
 namespace {
@@ -8,11 +10,14 @@ namespace {
 // Flatten functions known to return (list(d.values()), list(d.keys())) for a
 // dict subclass, and (d, None) for a list subclass: torch.fx's
 // immutable_dict / immutable_list flatten through torch's _dict_flatten /
-// _list_flatten. Tuples (strong), set by install() under the GIL; read with it.
-PyObject* g_dict_like_flattens = nullptr;
-PyObject* g_list_like_flattens = nullptr;
+// _list_flatten. Tuples (strong), set by install(). Free-threaded builds:
+// read lock-free while install() may replace them, so a replaced tuple is
+// kept alive (install() runs a handful of times per process).
+std::atomic<PyObject*> g_dict_like_flattens{nullptr};
+std::atomic<PyObject*> g_list_like_flattens{nullptr};
 
-bool IsIn(PyObject* tuple, PyObject* fn) {
+bool IsIn(const std::atomic<PyObject*>& slot, PyObject* fn) {
+  PyObject* tuple = slot.load(std::memory_order_acquire);
   if (tuple == nullptr) return false;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); ++i) {
     if (PyTuple_GET_ITEM(tuple, i) == fn) return true;
@@ -23,6 +28,7 @@ bool IsIn(PyObject* tuple, PyObject* fn) {
 // The known functions' result, computed here; 0 if `reg` has none, -1 on error.
 int KnownFlatten(const Registration* reg, PyObject* obj, Ref* children, Ref* context) {
   if (PyDict_Check(obj) && IsIn(g_dict_like_flattens, reg->flatten_fn)) {
+    ft::CriticalSection cs(obj);  // keys and values of one state of the dict
     *children = Ref(PyDict_Values(obj));
     *context = Ref(PyDict_Keys(obj));
     return *children && *context ? 1 : -1;
@@ -42,8 +48,12 @@ PyObject* PySetKnownFlattens(PyObject*, PyObject* const* args, Py_ssize_t nargs)
     PyErr_SetString(PyExc_TypeError, "_set_known_flattens(dict_like, list_like): two tuples");
     return nullptr;
   }
-  Py_XSETREF(g_dict_like_flattens, Py_NewRef(args[0]));
-  Py_XSETREF(g_list_like_flattens, Py_NewRef(args[1]));
+  PyObject* old_dict = g_dict_like_flattens.exchange(Py_NewRef(args[0]), std::memory_order_acq_rel);
+  PyObject* old_list = g_list_like_flattens.exchange(Py_NewRef(args[1]), std::memory_order_acq_rel);
+  if constexpr (!ft::kFreeThreaded) {  // with the GIL no reader is under way
+    Py_XDECREF(old_dict);
+    Py_XDECREF(old_list);
+  }
   Py_RETURN_NONE;
 }
 
@@ -79,7 +89,12 @@ bool CallCustomFlatten(const Registration* reg, PyObject* obj, Ref* children, Re
     return false;
   }
   PyObject* kids = PyList_GET_ITEM(pair.get(), 0);
-  if (PyList_CheckExact(kids) || PyTuple_CheckExact(kids)) {
+  if (ft::kFreeThreaded && PyList_CheckExact(kids)) {
+    // The user's list may be mutated by another thread while the caller
+    // reads it: read a snapshot (PyList_AsTuple locks the list).
+    *children = Ref(PyList_AsTuple(kids));
+    if (!*children) return false;
+  } else if (PyList_CheckExact(kids) || PyTuple_CheckExact(kids)) {
     *children = Ref::Borrow(kids);
   } else {
     *children = Ref(PySequence_List(kids));
@@ -125,7 +140,11 @@ bool LayoutVerified() { return g_layout_verified; }
 
 bool Snapshot(PyObject* obj, std::vector<PyObject*>* keys, std::vector<PyObject*>* values) {
   // No user code runs during this walk (only borrowed reads and increfs),
-  // so the list cannot change under it.
+  // so the list cannot change under it. Without the GIL: under the dict's
+  // critical section, which CPython 3.13t's OrderedDict does not take around
+  // its linked list (a concurrent OrderedDict mutation is unsafe in CPython
+  // itself there), but does take for the dict part.
+  ft::CriticalSection cs(obj);
   const ODictMirror* od = reinterpret_cast<const ODictMirror*>(obj);
   Py_ssize_t pos = 0;
   bool lockstep = true;  // the dict's own order agrees so far: values for free
@@ -152,6 +171,8 @@ bool Snapshot(PyObject* obj, std::vector<PyObject*>* keys, std::vector<PyObject*
 
 KeyOrder SnapshotIfKeys(PyObject* obj, PyObject* const* expected, std::size_t n,
                         std::vector<PyObject*>* values) {
+  // Without the GIL the caller's general path (a locked snapshot) decides.
+  if constexpr (ft::kFreeThreaded) return KeyOrder::kNeedsEq;
   const ODictMirror* od = reinterpret_cast<const ODictMirror*>(obj);
   if (static_cast<std::size_t>(PyDict_GET_SIZE(obj)) != n) return KeyOrder::kDifferent;
   // Compare all keys first: a user __eq__ may run (non-identical keys) and
@@ -205,7 +226,9 @@ bool VerifyLayout(PyObject* ordered_dict_type) {
 bool SnapshotDict(PyObject* obj, NodeKind kind, std::vector<PyObject*>* keys,
                   std::vector<PyObject*>* values) {
   if (kind != NodeKind::kOrderedDict) {
-    // dict and defaultdict: the dict's own insertion order.
+    // dict and defaultdict: the dict's own insertion order, one state of it
+    // (no user code runs in the loop; without the GIL, under its lock).
+    ft::CriticalSection cs(obj);
     Py_ssize_t pos = 0;
     PyObject *k, *v;
     while (PyDict_Next(obj, &pos, &k, &v)) {

@@ -3,6 +3,7 @@
 #ifndef CPYTREE_SRC_CHILDREN_H_
 #define CPYTREE_SRC_CHILDREN_H_
 
+#include <atomic>
 #include <vector>
 
 #include "common.h"
@@ -12,7 +13,8 @@ namespace cpytree {
 
 // Calls reg->flatten_fn(obj) and unpacks `children, context` as Python's
 // tuple unpacking would (same errors). `children` becomes a list or tuple the
-// caller owns (a list may still be shared with user code: re-check sizes).
+// caller owns (a list may still be shared with user code: re-check sizes;
+// free-threaded builds give a tuple snapshot instead of a user's list).
 bool CallCustomFlatten(const Registration* reg, PyObject* obj, Ref* children, Ref* context);
 
 // Python-facing: _set_known_flattens(dict_like, list_like), tuples of flatten

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "ft.h"
 #include "intern.h"
 #include "registry.h"
 #include "serialize.h"
@@ -146,7 +147,7 @@ PyObject* ToPython(dom::element e, bool enum_hook, bool* fallback) {
       }
       // The hook leaves an object without "__enum__" as it is: skip the call.
       if (enum_hook && has_enum_key) {
-        return PyObject_CallOneArg(g_serial.enum_object_hook, dict.get());
+        return PyObject_CallOneArg(Serial().enum_object_hook, dict.get());
       }
       return dict.release();
     }
@@ -291,11 +292,16 @@ class Loader {
     if (name == "NO_SERIALIZED_TYPE_NAME_FOUND") return Outcome::kFallback;
     Ref key(PyUnicode_DecodeUTF8(name.data(), static_cast<Py_ssize_t>(name.size()), nullptr));
     if (!key) return Outcome::kError;
-    PyObject* type = PyDict_GetItemWithError(g_serial.serialized_type_to_python_type, key.get());
-    if (type == nullptr) return Fail(!PyErr_Occurred());
-    Ref hold = Ref::Borrow(type);
-    PyObject* def = PyDict_GetItemWithError(g_serial.supported_serialized_types, type);
-    if (def == nullptr) return Fail(!PyErr_Occurred());
+    // Owned at once: another thread may register or deregister meanwhile.
+    PyObject* type = nullptr;
+    int got = ft::DictGetItemRef(Serial().serialized_type_to_python_type, key.get(), &type);
+    if (got <= 0) return Fail(got == 0);
+    Ref hold(type);
+    PyObject* def_ref = nullptr;
+    got = ft::DictGetItemRef(Serial().supported_serialized_types, type, &def_ref);
+    if (got <= 0) return Fail(got == 0);
+    Ref def_held(def_ref);
+    PyObject* def = def_ref;
     if (!PyTuple_Check(def) || PyTuple_GET_SIZE(def) != 4) return Outcome::kFallback;
     types_.push_back(
         TypeEntry{name, std::move(hold), KindOfType(type), Ref::Borrow(PyTuple_GET_ITEM(def, 3))});
@@ -344,7 +350,7 @@ class Loader {
           return Outcome::kFallback;  // a builtin kind re-registered without its hook
       }
     }
-    if (t.kind == NodeKind::kNamedTuple && hook == g_serial.namedtuple_deserialize) {
+    if (t.kind == NodeKind::kNamedTuple && hook == Serial().namedtuple_deserialize) {
       return AddNamedTuple(node);
     }
     if (t.kind != NodeKind::kCustom && t.kind != NodeKind::kDefaultDict) {
@@ -412,9 +418,10 @@ class Loader {
       if (name == "NO_SERIALIZED_TYPE_NAME_FOUND") return Outcome::kFallback;
       Ref key(PyUnicode_DecodeUTF8(name.data(), static_cast<Py_ssize_t>(name.size()), nullptr));
       if (!key) return Outcome::kError;
-      PyObject* cls = PyDict_GetItemWithError(g_serial.serialized_type_to_python_type, key.get());
-      if (cls == nullptr) return Fail(!PyErr_Occurred());
-      Ref hold = Ref::Borrow(cls);
+      PyObject* cls = nullptr;
+      int got = ft::DictGetItemRef(Serial().serialized_type_to_python_type, key.get(), &cls);
+      if (got <= 0) return Fail(got == 0);
+      Ref hold(cls);
       int ok = PyType_Check(cls) ? IsNamedTupleClass(reinterpret_cast<PyTypeObject*>(cls)) : 0;
       if (ok <= 0) return Fail(ok == 0);
       Ref fields(PyObject_GetAttrString(cls, "_fields"));
@@ -430,9 +437,12 @@ class Loader {
 
   // defaultdict: [default_factory, keys] from its hook, keys one per child.
   Outcome AddDefaultDict(const TypeEntry& t, PyObject* context, std::uint32_t arity) {
-    if (!PyList_CheckExact(context) || PyList_GET_SIZE(context) != 2) return Outcome::kFallback;
-    PyObject* keys = PyList_GET_ITEM(context, 1);
-    if (!PyList_CheckExact(keys) || PyList_GET_SIZE(keys) != arity) return Outcome::kFallback;
+    {
+      ft::CriticalSection cs(context);  // a hook's list: another thread may hold it
+      if (!PyList_CheckExact(context) || PyList_GET_SIZE(context) != 2) return Outcome::kFallback;
+      PyObject* keys = PyList_GET_ITEM(context, 1);
+      if (!PyList_CheckExact(keys) || PyList_GET_SIZE(keys) != arity) return Outcome::kFallback;
+    }
     // Any failure (an unhashable key, a factory that is no callable): the
     // reference raises its own error for it, in its order.
     if (AddRootItems(b_, t.kind, t.type.get(), context, arity)) return Outcome::kOk;
@@ -499,7 +509,7 @@ PyObject* PyTreespecLoads(PyObject*, PyObject* const* args, Py_ssize_t nargs, Py
     if (o == Outcome::kError) return nullptr;
   }
   // Not a str (TypeError, or bytes json.loads reads), or not taken natively.
-  return PyObject_Vectorcall(g_serial.fallback_loads, args, static_cast<std::size_t>(nargs),
+  return PyObject_Vectorcall(Serial().fallback_loads, args, static_cast<std::size_t>(nargs),
                              kwnames);
 }
 

@@ -84,11 +84,14 @@ PyObject* KeysMismatchMessage(PyObject* const* expected, std::uint32_t n, PyObje
 
 PyObject* DictKeysMismatchMessage(PyObject* const* expected, std::uint32_t n, PyObject* dict) {
   std::vector<PyObject*> got;
-  Py_ssize_t pos = 0;
-  PyObject *key, *value;
-  while (PyDict_Next(dict, &pos, &key, &value)) {
-    Py_INCREF(key);
-    got.push_back(key);
+  {
+    ft::CriticalSection cs(dict);  // another thread may mutate it (no user code here)
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+      Py_INCREF(key);
+      got.push_back(key);
+    }
   }
   PyObject* message = KeysMismatchMessage(expected, n, got.data(), got.size());
   for (PyObject* k : got) Py_DECREF(k);

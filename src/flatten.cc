@@ -5,6 +5,7 @@
 
 #include "args.h"
 #include "children.h"
+#include "ft.h"
 #include "intern.h"
 #include "paths.h"
 #include "registry.h"
@@ -120,8 +121,18 @@ class Flattener {
 
   // A list may be mutated by user code run below it (is_leaf, custom
   // flatten): read its size every step and hold each child while visiting.
+  // Free-threaded builds: another thread may mutate it at any time, so its
+  // items are snapshotted under its lock first (ft.h), as dicts are.
   bool VisitList(PyObject* list, int depth) {
     Mark m = Begin();
+#if CPYTREE_FREE_THREADED
+    std::size_t base = b_->pending.size();
+    ft::AppendListItems(list, &b_->pending);
+    std::size_t arity = b_->pending.size() - base;
+    if (!VisitPending(base, depth)) return false;
+    End(m, NodeKind::kList, arity);
+    return true;
+#else
     Py_ssize_t i = 0;
     for (; i < PyList_GET_SIZE(list); ++i) {
       PyObject* child = PyList_GET_ITEM(list, i);
@@ -132,6 +143,7 @@ class Flattener {
     }
     End(m, NodeKind::kList, static_cast<std::size_t>(i));
     return true;
+#endif
   }
 
   // Tuples are immutable and their parent holds them: no per-child refs.

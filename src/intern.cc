@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "cpytree/internal/hash_mix.h"
+#include "ft.h"
 
 namespace cpytree {
 namespace {
@@ -16,6 +17,10 @@ namespace {
 // module (interpreter shutdown) still unlink themselves safely.
 absl::flat_hash_map<std::size_t, TreeSpecObject*>* g_table =
     new absl::flat_hash_map<std::size_t, TreeSpecObject*>();
+// Free-threaded builds: guards g_table, the chains and each spec's
+// `interned`/`intern_next`/`intern_hash` (intern.h). Held for table work
+// only: never while Python code runs.
+ft::Mutex g_table_mutex;
 
 // Containers inside contexts are hashed structurally only this deep.
 constexpr int kMaxItemDepth = 64;
@@ -36,6 +41,26 @@ bool ItemHash(PyObject* o, std::size_t* out, int depth) {
     return true;
   }
   std::size_t h = reinterpret_cast<std::size_t>(t);
+#if CPYTREE_FREE_THREADED
+  // Another thread may mutate a list or dict context item: hash a private
+  // snapshot instead (a tuple of the list's items, the dict's item pairs).
+  Ref frozen;
+  if (t == &PyList_Type) {
+    frozen = Ref(PyList_AsTuple(o));
+  } else if (t == &PyDict_Type) {
+    frozen = Ref(PyDict_Items(o));
+  }
+  if (t == &PyList_Type || t == &PyDict_Type) {
+    if (!frozen) {
+      PyErr_Clear();
+      return false;
+    }
+    std::size_t e;
+    if (!ItemHash(frozen.get(), &e, depth + 1)) return false;
+    *out = internal::HashMix(h, e);
+    return true;
+  }
+#endif
   if (t == &PyTuple_Type || t == &PyList_Type) {
     // A user __hash__ below may mutate a list (or free an item): hold each
     // item, re-read the size, and give up (no interning) if it changed.
@@ -90,10 +115,14 @@ bool ViewHash(SpecView v, std::size_t* out) {
   PyObject* const* items = v.items + v.root().ctx;
   for (std::size_t i = 0; i < num_items; ++i) {
     PyObject* o = items[i];
-    if (PyUnicode_CheckExact(o) && reinterpret_cast<PyASCIIObject*>(o)->hash != -1) {
-      // The common dict key: a str whose hash CPython already cached.
-      h = internal::HashMix(h, static_cast<std::size_t>(reinterpret_cast<PyASCIIObject*>(o)->hash));
-      continue;
+    if (PyUnicode_CheckExact(o)) {
+      // The common dict key: a str whose hash CPython already cached (another
+      // thread may be caching it right now: a relaxed read without the GIL).
+      Py_hash_t cached = ft::LoadRelaxed(&reinterpret_cast<PyASCIIObject*>(o)->hash);
+      if (cached != -1) {
+        h = internal::HashMix(h, static_cast<std::size_t>(cached));
+        continue;
+      }
     }
     std::size_t e;
     if (!ItemHash(o, &e, 0)) return false;
@@ -144,6 +173,16 @@ int IdentityEqual(PyObject* a, PyObject* b, int depth) {
     Py_complex x = PyComplex_AsCComplex(a), y = PyComplex_AsCComplex(b);
     return SameFloat(x.real, y.real) && SameFloat(x.imag, y.imag);
   }
+#if CPYTREE_FREE_THREADED
+  if (t == &PyList_Type) {  // another thread may resize them: compare snapshots
+    Ref fa(PyList_AsTuple(a)), fb(PyList_AsTuple(b));
+    if (!fa || !fb) {
+      PyErr_Clear();
+      return 0;
+    }
+    return IdentityEqual(fa.get(), fb.get(), depth + 1);
+  }
+#endif
   if (t == &PyTuple_Type || t == &PyList_Type) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(a);
     if (n != PySequence_Fast_GET_SIZE(b)) return 0;
@@ -184,6 +223,39 @@ namespace {
 // still holds, `is` does not).
 constexpr int kMaxChainWalk = 16;
 
+#if CPYTREE_FREE_THREADED
+// The interned spec equal to `v` (new reference), or null (no exception):
+// then *linkable says whether a new spec may join the chain. Without the
+// GIL: the chain's candidates are taken (TryIncRef: a spec whose count
+// reached zero in another thread is skipped, its deallocator is about to
+// unlink it) under the table's mutex, and compared after it is released
+// (the comparison may run user __eq__, which may intern again).
+TreeSpecObject* FindInterned(SpecView v, std::size_t hash, bool* linkable) {
+  TreeSpecObject* cands[kMaxChainWalk];
+  int n = 0;
+  {
+    ft::MutexLock lock(&g_table_mutex);
+    auto it = g_table->find(hash);
+    TreeSpecObject* s = it == g_table->end() ? nullptr : it->second;
+    for (; s != nullptr; s = s->intern_next) {
+      if (n == kMaxChainWalk) {
+        *linkable = false;
+        break;
+      }
+      if (ft::TryIncRef(reinterpret_cast<PyObject*>(s))) cands[n++] = s;
+    }
+  }
+  TreeSpecObject* found = nullptr;
+  for (int i = 0; i < n; ++i) {
+    if (found == nullptr && SameStructure(v, cands[i])) {
+      found = cands[i];
+    } else {
+      Py_DECREF(cands[i]);
+    }
+  }
+  return found;
+}
+#else
 // The interned spec equal to `v` (new reference), or null (no exception):
 // then *linkable says whether a new spec may join the chain.
 TreeSpecObject* FindInterned(SpecView v, std::size_t hash, bool* linkable) {
@@ -207,7 +279,11 @@ TreeSpecObject* FindInterned(SpecView v, std::size_t hash, bool* linkable) {
   return nullptr;
 }
 
+#endif
+
 void Link(TreeSpecObject* s, std::size_t hash) {
+  ft::EnableTryIncRef(reinterpret_cast<PyObject*>(s));  // before another thread can find it
+  ft::MutexLock lock(&g_table_mutex);
   s->intern_hash = hash;
   s->interned = true;
   TreeSpecObject*& head = (*g_table)[hash];
@@ -260,6 +336,7 @@ bool InternLeafSpec() {
 PyObject* LeafSpec() { return g_leaf_spec; }
 
 void ForgetSpec(TreeSpecObject* spec) {
+  ft::MutexLock lock(&g_table_mutex);
   if (!spec->interned) return;
   spec->interned = false;
   auto it = g_table->find(spec->intern_hash);
@@ -272,6 +349,7 @@ void ForgetSpec(TreeSpecObject* spec) {
 }
 
 Py_ssize_t InternTableSize() {
+  ft::MutexLock lock(&g_table_mutex);
   Py_ssize_t n = 0;
   for (const auto& entry : *g_table) {
     for (TreeSpecObject* s = entry.second; s != nullptr; s = s->intern_next) ++n;

@@ -22,6 +22,7 @@
 #include "args.h"
 #include "children.h"
 #include "flatten.h"
+#include "ft.h"
 #include "registry.h"
 
 namespace cpytree {
@@ -39,6 +40,11 @@ struct TreeIterObject {
   // Heap-allocated so the object stays a C struct CPython can allocate.
   std::vector<Frame>* frames;
   int limit;  // maximum frames: deeper (or cyclic) trees raise RecursionError
+  // Free-threaded builds: 1 while a thread is inside __next__ (atomic). A
+  // second thread calling it meanwhile gets ValueError, as a generator's
+  // caller does ("generator already executing"): the frames are one
+  // thread's state.
+  int running;
 };
 
 PyTypeObject TreeIterType = {PyVarObject_HEAD_INIT(nullptr, 0)};
@@ -133,6 +139,22 @@ PyObject* IterNext(PyObject* self) {
       if (frames.empty()) return nullptr;
       Frame& top = frames.back();
       PyObject* seq = top.children;
+#if CPYTREE_FREE_THREADED
+      if (PyList_Check(seq)) {
+        // Live, as with the GIL, but each read safe against another thread
+        // resizing the list (CPython's own list iterator reads this way).
+        PyObject* child = PyList_GetItemRef(seq, top.next);
+        if (child == nullptr) {
+          PyErr_Clear();  // past the end
+          frames.pop_back();
+          Py_DECREF(seq);
+          continue;
+        }
+        ++top.next;
+        obj = Ref(child);
+        goto visit;
+      }
+#endif
       Py_ssize_t n = PyList_Check(seq) ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
       if (top.next >= n) {
         frames.pop_back();
@@ -144,6 +166,9 @@ PyObject* IterNext(PyObject* self) {
       ++top.next;
       obj = Ref::Borrow(child);  // held: is_leaf may mutate the list
     }
+#if CPYTREE_FREE_THREADED
+  visit:
+#endif
     if (it->is_leaf != nullptr) {
       Ref r(PyObject_CallOneArg(it->is_leaf, obj.get()));
       int truth = r ? PyObject_IsTrue(r.get()) : -1;
@@ -166,6 +191,21 @@ PyObject* IterNext(PyObject* self) {
   return nullptr;
 }
 
+#if CPYTREE_FREE_THREADED
+PyObject* IterNextGuarded(PyObject* self) {
+  auto* it = reinterpret_cast<TreeIterObject*>(self);
+  if (__atomic_exchange_n(&it->running, 1, __ATOMIC_ACQUIRE) != 0) {
+    PyErr_SetString(PyExc_ValueError, "tree_iter iterator already executing");
+    return nullptr;
+  }
+  struct Done {
+    int* running;
+    ~Done() { __atomic_store_n(running, 0, __ATOMIC_RELEASE); }
+  } done{&it->running};
+  return IterNext(self);
+}
+#endif
+
 }  // namespace
 
 PyObject* PyTreeIter(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -179,6 +219,7 @@ PyObject* PyTreeIter(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObjec
   it->is_leaf = parsed[1] == nullptr || parsed[1] == Py_None ? nullptr : Py_NewRef(parsed[1]);
   it->frames = frames.release();
   it->limit = DepthLimit();
+  it->running = 0;
   PyObject_GC_Track(reinterpret_cast<PyObject*>(it));
   return reinterpret_cast<PyObject*>(it);
 }
@@ -192,7 +233,11 @@ bool InitTreeIterType() {
   TreeIterType.tp_traverse = IterTraverse;
   TreeIterType.tp_clear = IterClear;
   TreeIterType.tp_iter = PyObject_SelfIter;
+#if CPYTREE_FREE_THREADED
+  TreeIterType.tp_iternext = CPYTREE_GUARDED(IterNextGuarded);
+#else
   TreeIterType.tp_iternext = CPYTREE_GUARDED(IterNext);
+#endif
   return PyType_Ready(&TreeIterType) >= 0;
 }
 

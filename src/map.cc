@@ -12,6 +12,7 @@
 
 #include "children.h"
 #include "flatten.h"
+#include "ft.h"
 #include "paths.h"
 #include "registry.h"
 #include "spec_builder.h"
@@ -129,11 +130,15 @@ class Mapper {
   // Snapshots a list's items first: `func` may mutate the input list.
   PyObject* MapList(PyObject* list, int depth) {
     std::size_t base = b_->pending.size(), rbase;
+#if CPYTREE_FREE_THREADED
+    ft::AppendListItems(list, &b_->pending);  // under the list's lock
+#else
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); ++i) {
       PyObject* o = PyList_GET_ITEM(list, i);
       Py_INCREF(o);
       b_->pending.push_back(o);
     }
+#endif
     if (!MapPending(base, depth, &rbase)) return nullptr;
     return NodeFromResults(rbase, NewListNode);
   }

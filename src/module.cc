@@ -5,6 +5,7 @@
 #include "children.h"
 #include "deserialize.h"
 #include "flatten.h"
+#include "ft.h"
 #include "intern.h"
 #include "iter.h"
 #include "map.h"
@@ -213,6 +214,13 @@ PyMODINIT_FUNC PyInit__C() {  // NOLINT(bugprone-reserved-identifier): CPython n
   if (!InitRegistry() || !InitTreeSpecType() || !InitTreeIterType()) return nullptr;
   PyObject* m = PyModule_Create(&kModule);
   if (m == nullptr) return nullptr;
+#if CPYTREE_FREE_THREADED
+  // Runs without the GIL: every piece of shared state is guarded (ft.h).
+  if (PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED) < 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
+#endif
   Py_INCREF(&TreeSpecType);
   if (PyModule_AddObject(m, "TreeSpec", reinterpret_cast<PyObject*>(&TreeSpecType)) < 0) {
     Py_DECREF(&TreeSpecType);

@@ -2,9 +2,12 @@
 // tree_leaves_with_path, tree_map_with_path, keystr and key_get.
 #include "paths.h"
 
+#include <atomic>
+
 #include "args.h"
 #include "children.h"
 #include "flatten.h"
+#include "ft.h"
 #include "spec_builder.h"
 
 namespace cpytree {
@@ -15,7 +18,11 @@ namespace {
 // through _set_key_types) and torch's (torch.utils._pytree's, set by
 // _set_torch_key_types when install() swaps torch's with-path functions).
 // Each with-path entry point picks one for its call (KeyScope), per thread.
-// Touched with the GIL held.
+// With the GIL: one set per flavour, changed in place with the GIL held.
+// Without it: a set is filled privately and published whole through the
+// flavour's atomic pointer; a replaced set is kept (never freed: a call in
+// another thread may be reading it; sets are given a few times per process).
+// The caches in a set are filled by any thread: first store wins (atomic).
 struct KeyClasses {
   PyObject* sequence = nullptr;
   PyObject* mapping = nullptr;
@@ -40,14 +47,20 @@ struct KeyClasses {
   PyObject* field_keys = nullptr;  // dict
 };
 
-KeyClasses g_own_keys;
-KeyClasses g_torch_keys;
-// The set the with-path operation running on this thread builds from.
-thread_local KeyClasses* t_keys = &g_own_keys;
+KeyClasses g_own_initial;
+KeyClasses g_torch_initial;
+std::atomic<KeyClasses*> g_own_keys{&g_own_initial};
+std::atomic<KeyClasses*> g_torch_keys{&g_torch_initial};
+// The flavour the with-path operation running on this thread builds from.
+thread_local std::atomic<KeyClasses*>* t_keys = &g_own_keys;
+
+// The current set of this thread's flavour.
+KeyClasses& Keys() { return *t_keys->load(std::memory_order_acquire); }
 
 constexpr Py_ssize_t kMaxFieldKeys = 4096;
 
-PyObject* SetKeyClasses(KeyClasses* k, const char* name, PyObject* const* args, Py_ssize_t nargs);
+PyObject* SetKeyClasses(std::atomic<KeyClasses*>* flavour, const char* name,
+                        PyObject* const* args, Py_ssize_t nargs);
 
 // cpytree's own key classes, on first use: `import cpytree` leaves
 // cpytree._keys unloaded (three frozen dataclasses are a sixth of the
@@ -55,7 +68,9 @@ PyObject* SetKeyClasses(KeyClasses* k, const char* name, PyObject* const* args, 
 bool LoadOwnKeyClasses() {
   Ref keys(PyImport_ImportModule("cpytree._keys"));
   if (!keys) return false;
-  if (g_own_keys.sequence != nullptr) return true;  // set by _set_key_types meanwhile
+  if (g_own_keys.load(std::memory_order_acquire)->sequence != nullptr) {
+    return true;  // set by _set_key_types meanwhile
+  }
   Ref classes[3];
   const char* names[3] = {"SequenceKey", "MappingKey", "GetAttrKey"};
   PyObject* args[3];
@@ -69,7 +84,7 @@ bool LoadOwnKeyClasses() {
 }
 
 bool KeyTypesReady() {
-  if (CPYTREE_LIKELY(t_keys->sequence != nullptr)) return true;
+  if (CPYTREE_LIKELY(Keys().sequence != nullptr)) return true;
   if (t_keys == &g_own_keys) return LoadOwnKeyClasses();
   PyErr_SetString(PyExc_RuntimeError,
                   "cpytree._C: torch's key types are not set (_set_torch_key_types)");
@@ -77,7 +92,7 @@ bool KeyTypesReady() {
 }
 
 PyObject* FieldOf(PyObject* cls) {
-  const KeyClasses& k = *t_keys;
+  const KeyClasses& k = Keys();
   return cls == k.sequence  ? k.sequence_field
          : cls == k.mapping ? k.mapping_field
                             : k.getattr_field;
@@ -114,25 +129,37 @@ PyObject* DirectField(PyObject* cls, PyObject* probe) {
   if (!fields || post_init || !PyDict_Check(fields.get()) || PyDict_GET_SIZE(fields.get()) != 1) {
     return nullptr;
   }
-  Py_ssize_t pos = 0;
-  PyObject *name, *value;
-  PyDict_Next(fields.get(), &pos, &name, &value);
+  PyObject* name;
+  {
+    ft::CriticalSection cs(fields.get());
+    Py_ssize_t pos = 0;
+    PyObject* value;
+    if (!PyDict_Next(fields.get(), &pos, &name, &value)) return nullptr;
+    Py_INCREF(name);
+  }
+  Ref name_held(name);
   // The proof: both ways give equal objects.
   Ref called(PyObject_CallOneArg(cls, probe));
   Ref direct(called ? DirectKey(cls, name, probe) : nullptr);
   int same = direct ? PyObject_RichCompareBool(called.get(), direct.get(), Py_EQ) : -1;
   PyErr_Clear();
   if (same != 1) return nullptr;
-  Py_INCREF(name);
-  return name;
+  return name_held.release();
 }
 
-// Makes `*k` the classes args[0..2] (SequenceKey, MappingKey, GetAttrKey).
-PyObject* SetKeyClasses(KeyClasses* k, const char* name, PyObject* const* args, Py_ssize_t nargs) {
+// Makes the classes args[0..2] (SequenceKey, MappingKey, GetAttrKey) the
+// flavour's set.
+PyObject* SetKeyClasses(std::atomic<KeyClasses*>* flavour, const char* name,
+                        PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 3) {
     PyErr_Format(PyExc_TypeError, "%s(SequenceKey, MappingKey, GetAttrKey)", name);
     return nullptr;
   }
+#if CPYTREE_FREE_THREADED
+  KeyClasses* k = new KeyClasses();  // published below, when complete
+#else
+  KeyClasses* k = flavour->load(std::memory_order_relaxed);  // in place, under the GIL
+#endif
   PyObject** slots[] = {&k->sequence, &k->mapping, &k->getattr};
   for (int i = 0; i < 3; ++i) {
     Py_INCREF(args[i]);
@@ -146,6 +173,9 @@ PyObject* SetKeyClasses(KeyClasses* k, const char* name, PyObject* const* args, 
   Py_XSETREF(k->sequence_field, DirectField(k->sequence, probe.get()));
   Py_XSETREF(k->mapping_field, DirectField(k->mapping, probe.get()));
   Py_XSETREF(k->getattr_field, DirectField(k->getattr, probe.get()));
+#if CPYTREE_FREE_THREADED
+  flavour->store(k, std::memory_order_release);
+#endif
   Py_RETURN_NONE;
 }
 
@@ -155,28 +185,31 @@ KeyScope::KeyScope(KeyFlavor flavor) : saved_(t_keys) {
   t_keys = flavor == KeyFlavor::kTorch ? &g_torch_keys : &g_own_keys;
 }
 
-KeyScope::~KeyScope() { t_keys = static_cast<KeyClasses*>(saved_); }
+KeyScope::~KeyScope() { t_keys = static_cast<std::atomic<KeyClasses*>*>(saved_); }
 
 PyObject* MakeSequenceKey(Py_ssize_t i) {
   if (!KeyTypesReady()) return nullptr;
-  KeyClasses& k = *t_keys;
-  if (i < KeyClasses::kCachedIndices && k.index_keys[i] != nullptr) {
-    Py_INCREF(k.index_keys[i]);
-    return k.index_keys[i];
+  KeyClasses& k = Keys();
+  if (i < KeyClasses::kCachedIndices) {
+    PyObject* cached = ft::LoadAcquire(&k.index_keys[i]);
+    if (cached != nullptr) {
+      Py_INCREF(cached);
+      return cached;
+    }
   }
   Ref index(PyLong_FromSsize_t(i));
   if (!index) return nullptr;
   PyObject* key = CallKeyType(k.sequence, index.get());
-  if (key != nullptr && i < KeyClasses::kCachedIndices && k.index_keys[i] == nullptr) {
+  if (key != nullptr && i < KeyClasses::kCachedIndices) {
     Py_INCREF(key);
-    k.index_keys[i] = key;
+    if (!ft::PublishIfEmpty(&k.index_keys[i], key)) Py_DECREF(key);  // another was first
   }
   return key;
 }
 
 PyObject* MakeMappingKey(PyObject* key) {
   if (!KeyTypesReady()) return nullptr;
-  return CallKeyType(t_keys->mapping, key);
+  return CallKeyType(Keys().mapping, key);
 }
 
 PyObject* FieldsOf(PyObject* cls) { return PyObject_GetAttr(cls, g_builtins.str_fields); }
@@ -185,18 +218,15 @@ PyObject* MakeFieldKeyAt(PyObject* fields, Py_ssize_t i) {
   if (!KeyTypesReady()) return nullptr;
   Ref name(PySequence_GetItem(fields, i));
   if (!name) return nullptr;
-  KeyClasses& k = *t_keys;
+  KeyClasses& k = Keys();
   bool cacheable = PyUnicode_CheckExact(name.get()) && k.field_keys != nullptr;
   if (cacheable) {
-    PyObject* key = PyDict_GetItemWithError(k.field_keys, name.get());  // str: no user code
-    if (key != nullptr) {
-      Py_INCREF(key);
-      return key;
-    }
-    if (PyErr_Occurred()) return nullptr;
+    PyObject* key = nullptr;  // str: no user code
+    int found = ft::DictGetItemRef(k.field_keys, name.get(), &key);
+    if (found != 0) return key;  // the key, or null with the error
   }
   PyObject* key = CallKeyType(k.getattr, name.get());
-  if (key != nullptr && cacheable && PyDict_GET_SIZE(k.field_keys) < kMaxFieldKeys &&
+  if (key != nullptr && cacheable && PyDict_Size(k.field_keys) < kMaxFieldKeys &&
       PyDict_SetItem(k.field_keys, name.get(), key) < 0) {
     Py_DECREF(key);
     return nullptr;
@@ -365,7 +395,9 @@ PyObject* PyKeyGet(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     PyErr_SetString(PyExc_TypeError, "key_get(obj, kp)");
     return nullptr;
   }
-  Ref seq(PySequence_Fast(args[1], "key_get: expected a key path (tuple of key entries)"));
+  Ref fast(PySequence_Fast(args[1], "key_get: expected a key path (tuple of key entries)"));
+  if (!fast) return nullptr;
+  Ref seq(ft::StableSequence(fast.get()));  // free-threaded builds: a snapshot of a list
   if (!seq) return nullptr;
   Ref obj = Ref::Borrow(args[0]);
   Ref get(PyUnicode_InternFromString("get"));

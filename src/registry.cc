@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -23,7 +22,7 @@ using RegistryMap = absl::flat_hash_map<PyTypeObject*, const Registration*>;
 // The published map. Readers load it with acquire; writers replace it.
 std::atomic<const RegistryMap*> g_map{nullptr};
 // Serialises writers (the GIL already does on default builds).
-std::mutex writer_mutex;
+ft::Mutex writer_mutex;
 #ifdef Py_GIL_DISABLED
 // Without the GIL a lookup may be under way during a write: what a writer
 // replaces is kept until the process ends (see registry.h).
@@ -41,10 +40,11 @@ PyObject* ImportAttr(const char* module, const char* name) {
 // writer holds the GIL, see registry.h).
 void Publish(std::unique_ptr<RegistryMap> next) {
   const RegistryMap* old = g_map.exchange(next.release(), std::memory_order_acq_rel);
-  g_leaf_type_cache.store(nullptr, std::memory_order_relaxed);
 #ifdef Py_GIL_DISABLED
+  g_registry_generation.fetch_add(1, std::memory_order_acq_rel);
   if (old != nullptr) g_retired_maps->emplace_back(old);
 #else
+  g_leaf_type_cache.store(nullptr, std::memory_order_relaxed);
   delete old;
 #endif
 }
@@ -108,8 +108,9 @@ bool InitRegistry() {
   g_builtins.str_asdict = PyUnicode_InternFromString("_asdict");
   g_builtins.str_maxlen = PyUnicode_InternFromString("maxlen");
   g_builtins.str_default_factory = PyUnicode_InternFromString("default_factory");
+  g_builtins.str_name = PyUnicode_InternFromString("__name__");
   if (!g_builtins.str_fields || !g_builtins.str_make || !g_builtins.str_asdict ||
-      !g_builtins.str_maxlen || !g_builtins.str_default_factory) {
+      !g_builtins.str_maxlen || !g_builtins.str_default_factory || !g_builtins.str_name) {
     return false;
   }
 #ifdef Py_GIL_DISABLED
@@ -131,7 +132,12 @@ bool InitRegistry() {
   return internal_odict::VerifyLayout(g_builtins.ordered_dict);
 }
 
+#if CPYTREE_FREE_THREADED
+std::atomic<std::uint64_t> g_registry_generation{0};
+thread_local LeafTypeCache t_leaf_type_cache;
+#else
 std::atomic<PyTypeObject*> g_leaf_type_cache{nullptr};
+#endif
 
 const Registration* LookupRegistration(PyTypeObject* type) {
   const RegistryMap* map = g_map.load(std::memory_order_acquire);
@@ -145,22 +151,27 @@ namespace {
 // by the type's version tag: CPython gives every type a fresh tag (a global
 // counter) and invalidates it when the type or a base is modified, so a hit
 // with a matching valid tag is the answer for this very type, unchanged.
-// Touched only with the GIL held (free-threaded builds: make it per thread).
+// Touched only with the GIL held; per thread on free-threaded builds.
 struct NamedTupleCacheEntry {
   PyTypeObject* type = nullptr;
   unsigned int version_tag = 0;
   bool is_namedtuple = false;
   signed char plain_new = -1;  // PlainNamedTupleNew's answer; -1 not computed yet
 };
-NamedTupleCacheEntry g_namedtuple_cache[64];
+CPYTREE_FT_THREAD_LOCAL NamedTupleCacheEntry g_namedtuple_cache[64];
 
 NamedTupleCacheEntry& CacheSlot(PyTypeObject* type) {
   return g_namedtuple_cache[(reinterpret_cast<std::uintptr_t>(type) >> 4) & 63];
 }
 
-bool HasValidVersionTag(PyTypeObject* type) {
-  return PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG) && type->tp_version_tag != 0;
+// The type's version tag, 0 when it has no valid one. Without the GIL other
+// threads may assign or invalidate it meanwhile (relaxed reads).
+unsigned int VersionTag(PyTypeObject* type) {
+  if (!(ft::LoadRelaxed(&type->tp_flags) & Py_TPFLAGS_VALID_VERSION_TAG)) return 0;
+  return ft::LoadRelaxed(&type->tp_version_tag);
 }
+
+bool HasValidVersionTag(PyTypeObject* type) { return VersionTag(type) != 0; }
 
 int ComputeIsNamedTupleClass(PyTypeObject* type);
 
@@ -168,7 +179,7 @@ int ComputeIsNamedTupleClass(PyTypeObject* type);
 
 int IsNamedTupleClass(PyTypeObject* type) {
   NamedTupleCacheEntry& slot = CacheSlot(type);
-  if (slot.type == type && HasValidVersionTag(type) && slot.version_tag == type->tp_version_tag) {
+  if (slot.type == type && HasValidVersionTag(type) && slot.version_tag == VersionTag(type)) {
     return slot.is_namedtuple;
   }
   int r = ComputeIsNamedTupleClass(type);
@@ -176,7 +187,7 @@ int IsNamedTupleClass(PyTypeObject* type) {
   // have one; without a valid tag the answer is not cached.
   if (r >= 0 && HasValidVersionTag(type)) {
     slot.type = type;
-    slot.version_tag = type->tp_version_tag;
+    slot.version_tag = VersionTag(type);
     slot.is_namedtuple = r == 1;
     slot.plain_new = -1;
   }
@@ -199,8 +210,19 @@ bool ComputePlainNamedTupleNew(PyTypeObject* type) {
     return false;
   }
   PyObject* globals = PyFunction_GetGlobals(new_attr.get());
-  PyObject* tuple_new = PyDict_GetItemString(globals, "_tuple_new");
-  PyObject* module_name = PyDict_GetItemString(globals, "__name__");
+  // Owned: another thread may change the globals meanwhile.
+  Ref tuple_new_name(PyUnicode_InternFromString("_tuple_new"));
+  PyObject *tuple_new_ref = nullptr, *module_name_ref = nullptr;
+  bool failed = !tuple_new_name ||
+                ft::DictGetItemRef(globals, tuple_new_name.get(), &tuple_new_ref) < 0 ||
+                ft::DictGetItemRef(globals, g_builtins.str_name, &module_name_ref) < 0;
+  Ref tuple_new_held(tuple_new_ref), module_name_held(module_name_ref);
+  if (failed) {
+    PyErr_Clear();
+    return false;
+  }
+  PyObject* tuple_new = tuple_new_ref;
+  PyObject* module_name = module_name_ref;
   if (tuple_new == nullptr || module_name == nullptr || !PyUnicode_Check(module_name)) {
     return false;
   }
@@ -217,12 +239,12 @@ bool ComputePlainNamedTupleNew(PyTypeObject* type) {
 bool PlainNamedTupleNew(PyTypeObject* type) {
   NamedTupleCacheEntry& slot = CacheSlot(type);
   bool cached =
-      slot.type == type && HasValidVersionTag(type) && slot.version_tag == type->tp_version_tag;
+      slot.type == type && HasValidVersionTag(type) && slot.version_tag == VersionTag(type);
   if (cached && slot.plain_new >= 0) return slot.plain_new == 1;
   bool plain = ComputePlainNamedTupleNew(type);
   // Its attribute lookup may run user code (a metaclass __getattribute__)
   // that gives this slot to another type: store only into our own entry.
-  if (cached && slot.type == type && slot.version_tag == type->tp_version_tag) {
+  if (cached && slot.type == type && slot.version_tag == VersionTag(type)) {
     slot.plain_new = plain ? 1 : 0;
   }
   return plain;
@@ -274,7 +296,7 @@ bool RegisterNode(PyObject* type, PyObject* flatten_fn, PyObject* unflatten_fn,
                   PyObject* flatten_with_keys_fn) {
   Registration* replaced = nullptr;
   {
-    std::lock_guard<std::mutex> lock(writer_mutex);
+    ft::MutexLock lock(&writer_mutex);
     PyTypeObject* t = reinterpret_cast<PyTypeObject*>(type);
     auto next = std::make_unique<RegistryMap>(*g_map.load(std::memory_order_acquire));
     auto it = next->find(t);
@@ -299,7 +321,7 @@ bool RegisterNode(PyObject* type, PyObject* flatten_fn, PyObject* unflatten_fn,
 bool UnregisterNode(PyObject* type) {
   Registration* removed = nullptr;
   {
-    std::lock_guard<std::mutex> lock(writer_mutex);
+    ft::MutexLock lock(&writer_mutex);
     PyTypeObject* t = reinterpret_cast<PyTypeObject*>(type);
     auto next = std::make_unique<RegistryMap>(*g_map.load(std::memory_order_acquire));
     auto it = next->find(t);

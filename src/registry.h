@@ -22,20 +22,22 @@
 //   strongly. So registering and deregistering in a loop keeps memory
 //   bounded (before: ~870 bytes and the type kept alive per round, forever).
 // - Free-threaded builds (Py_GIL_DISABLED): lookups run during writes, so
-//   retired maps and registrations are kept until the process ends, as
-//   before; freeing them needs a grace period (e.g. a count of traversals in
-//   flight, retired objects freed by the writer that sees it at zero).
+//   retired maps and registrations are kept until the process ends (memory
+//   grows with each registration, which is rare; freeing them needs a grace
+//   period, e.g. a count of traversals in flight, retired objects freed by
+//   the writer that sees it at zero: not done).
 // - Writers (RegisterNode, UnregisterNode): serialised by `writer_mutex`
-//   (the GIL serialises them too on default builds). Nothing under the mutex
-//   calls into Python (only Py_INCREF), so it cannot deadlock with the GIL.
+//   (ft::Mutex: a PyMutex without the GIL; the GIL serialises them on
+//   default builds). Nothing under the mutex calls into Python (only
+//   Py_INCREF).
 // - g_scalar_registered: set by a writer, read relaxed; never cleared.
-// - g_leaf_type_cache (below): relaxed atomic; cleared by every Publish.
+// - The leaf-type cache (below): default builds, one relaxed atomic cleared
+//   by every Publish; free-threaded builds, one entry per thread stamped
+//   with the registry generation it was looked up in (g_registry_generation,
+//   bumped by every Publish after the new map is visible).
 // - The namedtuple cache (registry.cc): plain memory, touched only with the
-//   GIL held; its lookups run user code (attribute lookups), so an entry is
-//   re-validated before it is written.
-// Free-threaded builds (no GIL): the map is ready as is; the namedtuple cache
-// must become per thread or locked; the leaf-type cache needs a generation
-// (see there).
+//   GIL held (per thread on free-threaded builds); its lookups run user code
+//   (attribute lookups), so an entry is re-validated before it is written.
 #ifndef CPYTREE_SRC_REGISTRY_H_
 #define CPYTREE_SRC_REGISTRY_H_
 
@@ -43,6 +45,7 @@
 
 #include "common.h"
 #include "cpytree/kind.h"
+#include "ft.h"
 
 namespace cpytree {
 
@@ -92,6 +95,7 @@ struct Builtins {
   PyObject* str_asdict;           // interned "_asdict"
   PyObject* str_maxlen;           // interned "maxlen"
   PyObject* str_default_factory;  // interned "default_factory"
+  PyObject* str_name;             // interned "__name__"
 };
 extern Builtins g_builtins;
 
@@ -121,15 +125,37 @@ const Registration* LookupRegistration(PyTypeObject* type);
 // CacheLeafType run with no Python code between them, so no registration
 // can slip in. Without the GIL one can: a lookup that missed type T, then a
 // registration of T that clears the cache, then the store of T would keep T
-// a leaf after its registration returned. A free-threaded build must store
-// the registry generation with the type and trust only a current one.
+// a leaf after its registration returned: so a free-threaded build keeps
+// one entry per thread with the registry generation of its lookup, and
+// trusts only a current one.
+#if CPYTREE_FREE_THREADED
+// Bumped (release) by every Publish, after the new map is stored.
+extern std::atomic<std::uint64_t> g_registry_generation;
+struct LeafTypeCache {
+  PyTypeObject* type = nullptr;
+  std::uint64_t generation = 0;  // of the registry the miss was looked up in
+};
+extern thread_local LeafTypeCache t_leaf_type_cache;
+// The cached leaf type while no registration happened since (else null).
+inline PyTypeObject* CachedLeafType() {
+  const LeafTypeCache& c = t_leaf_type_cache;
+  return c.generation == g_registry_generation.load(std::memory_order_acquire) ? c.type : nullptr;
+}
+inline bool IsCachedLeafType(PyTypeObject* type) { return type == CachedLeafType(); }
+// `generation`: g_registry_generation read before the lookup that missed.
+inline void CacheLeafType(PyTypeObject* type, std::uint64_t generation) {
+  t_leaf_type_cache = LeafTypeCache{type, generation};
+}
+#else
 extern std::atomic<PyTypeObject*> g_leaf_type_cache;
+inline PyTypeObject* CachedLeafType() { return g_leaf_type_cache.load(std::memory_order_relaxed); }
 inline bool IsCachedLeafType(PyTypeObject* type) {
   return type == g_leaf_type_cache.load(std::memory_order_relaxed);
 }
 inline void CacheLeafType(PyTypeObject* type) {
   g_leaf_type_cache.store(type, std::memory_order_relaxed);
 }
+#endif
 
 // Whether `type` is a namedtuple class as torch defines it (a tuple subclass
 // with `_fields` of str, callable `_make` and `_asdict`). -1 with an exception.
@@ -155,9 +181,16 @@ inline NodeKind Classify(PyObject* obj, const Registration** reg, bool* error) {
   } else if (IsCachedLeafType(type)) {
     return NodeKind::kLeaf;
   }
+#if CPYTREE_FREE_THREADED
+  std::uint64_t generation = g_registry_generation.load(std::memory_order_acquire);
+#endif
   const Registration* r = LookupRegistration(type);
   if (r == nullptr) {
+#if CPYTREE_FREE_THREADED
+    if (!PyTuple_Check(obj)) CacheLeafType(type, generation);
+#else
     if (!PyTuple_Check(obj)) CacheLeafType(type);
+#endif
     return NodeKind::kLeaf;
   }
   *reg = r;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "children.h"
+#include "ft.h"
 #include "cpytree/internal/py_format.h"
 #include "registry.h"
 #include "spec_builder.h"
@@ -26,7 +27,7 @@
 
 namespace cpytree {
 
-SerializationState g_serial{};
+std::atomic<const SerializationState*> g_serial_state{nullptr};
 
 namespace {
 
@@ -145,7 +146,9 @@ Wrote WriteValue(std::string* out, PyObject* o, bool exact, int depth) {
     Py_ssize_t pos = 0;
     PyObject *key, *value;
     bool first = true;
-    // Nothing below runs Python code, so the dict cannot change meanwhile.
+    // Nothing below runs Python code, so the dict cannot change meanwhile
+    // (without the GIL: under its lock).
+    ft::CriticalSection cs(o);
     while (PyDict_Next(o, &pos, &key, &value)) {
       if (!first) out->append(", ");
       first = false;
@@ -189,7 +192,7 @@ bool WriteContextString(std::string* out, std::string* scratch, PyObject* contex
   out->push_back('"');
   if (w == Wrote::kOk) {
     AppendEscapedAscii(out, scratch->data(), scratch->size());
-  } else if (!AppendCallResult(out, g_serial.context_json, context, /*escape=*/true)) {
+  } else if (!AppendCallResult(out, Serial().context_json, context, /*escape=*/true)) {
     return false;
   }
   out->push_back('"');
@@ -203,7 +206,7 @@ bool WriteDumpable(std::string* out, PyObject* value) {
   if (w == Wrote::kOk) return true;
   if (w == Wrote::kError) return false;
   out->resize(mark);
-  return AppendCallResult(out, g_serial.dumpable_json, value, /*escape=*/false);
+  return AppendCallResult(out, Serial().dumpable_json, value, /*escape=*/false);
 }
 
 // A registration (_SerializeNodeDef: typ, name, to_hook, from_hook) usable
@@ -216,19 +219,21 @@ struct NodeDef {
 
 // The registration of `type`, or false with the reference's exception.
 bool LookupNodeDef(PyObject* type, NodeDef* out) {
-  PyObject* def = PyDict_GetItemWithError(g_serial.supported_serialized_types, type);
-  if (def == nullptr && PyErr_Occurred()) return false;
+  PyObject* def_ref = nullptr;  // owned: another thread may deregister meanwhile
+  if (ft::DictGetItemRef(Serial().supported_serialized_types, type, &def_ref) < 0) return false;
+  Ref def_held(def_ref);
+  PyObject* def = def_ref;
   if (def != nullptr && PyTuple_Check(def) && PyTuple_GET_SIZE(def) == 4) {
     PyObject* name = PyTuple_GET_ITEM(def, 1);
-    if (PyUnicode_CheckExact(name) && PyUnicode_Compare(name, g_serial.no_name) != 0) {
-      out->def = Ref::Borrow(def);
+    if (PyUnicode_CheckExact(name) && PyUnicode_Compare(name, Serial().no_name) != 0) {
+      out->def = std::move(def_held);
       out->name = name;
       out->to_hook = PyTuple_GET_ITEM(def, 2);
       return true;
     }
   }
   // Unregistered or nameless: the reference raises torch's NotImplementedError.
-  Ref raised(PyObject_CallOneArg(g_serial.serialize_node_def, type));
+  Ref raised(PyObject_CallOneArg(Serial().serialize_node_def, type));
   CPYTREE_CHECK(!raised, false);
   return false;
 }
@@ -267,19 +272,22 @@ bool WriteNodeContext(std::string* out, std::string* scratch, SpecView v, std::i
       if (hook != Py_None) break;
       return WriteContextString(out, scratch, items[0]);
     case NodeKind::kNamedTuple: {
-      if (hook != g_serial.namedtuple_serialize) break;
-      PyObject* def2 = PyDict_GetItemWithError(g_serial.supported_serialized_types, items[0]);
-      if (def2 == nullptr && PyErr_Occurred()) return false;
+      if (hook != Serial().namedtuple_serialize) break;
+      PyObject* def2 = nullptr;
+      if (ft::DictGetItemRef(Serial().supported_serialized_types, items[0], &def2) < 0) {
+        return false;
+      }
+      Ref def2_held(def2);
       if (def2 != nullptr && PyTuple_Check(def2) && PyTuple_GET_SIZE(def2) == 4 &&
           PyUnicode_CheckExact(PyTuple_GET_ITEM(def2, 1)) &&
-          PyUnicode_Compare(PyTuple_GET_ITEM(def2, 1), g_serial.no_name) != 0) {
+          PyUnicode_Compare(PyTuple_GET_ITEM(def2, 1), Serial().no_name) != 0) {
         AppendJsonStr(out, PyTuple_GET_ITEM(def2, 1));
         return true;
       }
       break;  // the hook raises torch's NotImplementedError
     }
     case NodeKind::kDefaultDict: {
-      if (hook != g_serial.defaultdict_serialize) break;
+      if (hook != Serial().defaultdict_serialize) break;
       Ref module(PyObject_GetAttrString(items[0], "__module__"));
       Ref qualname(module ? PyObject_GetAttrString(items[0], "__qualname__") : nullptr);
       if (!qualname || !PyUnicode_CheckExact(module.get()) ||
@@ -388,7 +396,7 @@ bool DumpView(SpecView v, std::string* out) {
 }  // namespace
 
 bool SerializationReady() {
-  if (CPYTREE_LIKELY(g_serial.fallback_dumps != nullptr)) return true;
+  if (CPYTREE_LIKELY(g_serial_state.load(std::memory_order_acquire) != nullptr)) return true;
   // First use: `import cpytree` leaves cpytree._serialization unloaded (import
   // time); the package hands over the state now, by the same
   // _set_serialization, with the GIL held throughout.
@@ -396,7 +404,7 @@ bool SerializationReady() {
   Ref state(package ? PyObject_CallMethod(package.get(), "_engine_serialization_state", nullptr)
                     : nullptr);
   if (!state) return false;
-  if (g_serial.fallback_dumps == nullptr) {  // the import may have set it
+  if (g_serial_state.load(std::memory_order_acquire) == nullptr) {  // the import may have set it
     Ref done(PySetSerialization(nullptr, state.get()));
     if (!done) return false;
   }
@@ -425,13 +433,16 @@ PyObject* PySetSerialization(PyObject*, PyObject* state) {
     PyErr_Format(PyExc_TypeError, "_set_serialization: expected a tuple of %zd objects", kFields);
     return nullptr;
   }
-  // A re-import of the package sets it again: the old objects are kept
-  // alive (a call under way may be using them), the new ones used from now on.
-  auto** fields = reinterpret_cast<PyObject**>(&g_serial);
+  // A re-import of the package sets it again: the old state is kept alive
+  // (a call under way, in any thread, may be using it), the new one used
+  // from now on. Published whole: a reader sees one state or the other.
+  auto* next = new SerializationState();
+  auto** fields = reinterpret_cast<PyObject**>(next);
   for (Py_ssize_t i = 0; i < kFields; ++i) {
     fields[i] = PyTuple_GET_ITEM(state, i);
     Py_INCREF(fields[i]);
   }
+  g_serial_state.store(next, std::memory_order_release);
   Py_RETURN_NONE;
 }
 
@@ -455,7 +466,7 @@ PyObject* PyTreespecDumps(PyObject*, PyObject* const* args, Py_ssize_t nargs, Py
     PyErr_Clear();  // an overflowing protocol: the reference reports it
   }
   if (!native) {
-    return PyObject_Vectorcall(g_serial.fallback_dumps, args, static_cast<std::size_t>(nargs),
+    return PyObject_Vectorcall(Serial().fallback_dumps, args, static_cast<std::size_t>(nargs),
                                kwnames);
   }
   auto* spec = reinterpret_cast<TreeSpecObject*>(parsed[0]);

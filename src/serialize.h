@@ -23,6 +23,7 @@
 #ifndef CPYTREE_SRC_SERIALIZE_H_
 #define CPYTREE_SRC_SERIALIZE_H_
 
+#include <atomic>
 #include <string>
 
 #include "common.h"
@@ -30,8 +31,7 @@
 namespace cpytree {
 
 // The Python objects the serializer needs, set by _set_serialization on the
-// first dumps/loads (SerializationReady) and kept. Strong references; all
-// null until set.
+// first dumps/loads (SerializationReady) and kept. Strong references.
 struct SerializationState {
   PyObject* supported_serialized_types;      // dict: type -> _SerializeNodeDef
   PyObject* serialized_type_to_python_type;  // dict: name -> type
@@ -46,13 +46,18 @@ struct SerializationState {
   PyObject* context_json;        // (context) -> json.dumps(ctx, EnumEncoder)
   PyObject* dumpable_json;       // (value) -> json of asdict'ed value
 };
-extern SerializationState g_serial;
+// The state in use (published whole by _set_serialization, never freed).
+// Read it only after SerializationReady() returned true.
+extern std::atomic<const SerializationState*> g_serial_state;
+inline const SerializationState& Serial() {
+  return *g_serial_state.load(std::memory_order_acquire);
+}
 
 // Appends `s` as a JSON string literal as json.dumps writes it
 // (ensure_ascii: every code point outside printable ASCII as \uXXXX).
 void AppendJsonStr(std::string* out, PyObject* s);
 
-// True when g_serial is set: on first use it asks the package for it
+// True when the state is set: on first use it asks the package for it
 // (`cpytree._engine_serialization_state()`, which loads
 // cpytree._serialization). False with a Python error if that fails.
 bool SerializationReady();

@@ -178,8 +178,7 @@ PyObject* PySetConstantTypes(PyObject*, PyObject* types) {
     PyErr_SetString(PyExc_TypeError, "_set_constant_types expects a tuple of classes");
     return nullptr;
   }
-  Py_INCREF(types);
-  Py_XSETREF(g_constant_types, types);
+  ft::ReplaceSetting(&g_constant_types, types);
   Py_RETURN_NONE;
 }
 

@@ -92,6 +92,13 @@ bool AddRootItems(SpecBuilder* b, NodeKind kind, PyObject* type, PyObject* conte
       return AddKeys(b, type, context, arity);
     case NodeKind::kDefaultDict: {
       PyObject* factory = nullptr;
+      PyObject* given = context;  // for the message
+      Ref frozen;
+      if (ft::kFreeThreaded && PyList_Check(context)) {  // another thread may resize it
+        frozen = Ref(PyList_AsTuple(context));
+        if (!frozen) return false;
+        context = frozen.get();
+      }
       if ((PyList_Check(context) || PyTuple_Check(context)) &&
           PySequence_Fast_GET_SIZE(context) == 2) {
         factory = PySequence_Fast_ITEMS(context)[0];
@@ -100,7 +107,7 @@ bool AddRootItems(SpecBuilder* b, NodeKind kind, PyObject* type, PyObject* conte
         PyErr_Format(PyExc_ValueError,
                      "TreeSpec: a defaultdict context is [default_factory, keys] with a "
                      "callable or None default_factory, got %R",
-                     context);
+                     given);
         return false;
       }
       b->AddItem(NewRef(factory));

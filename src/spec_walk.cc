@@ -21,6 +21,7 @@
 #include "children.h"
 #include "errors.h"
 #include "flatten.h"
+#include "ft.h"
 #include "intern.h"
 #include "registry.h"
 #include "spec_builder.h"
@@ -31,6 +32,19 @@ namespace cpytree {
 namespace {
 
 enum class Walk { kStrict, kUpTo, kFx };
+
+#if CPYTREE_FREE_THREADED
+// Owned references released on scope exit (free-threaded snapshots).
+struct OwnedVector {
+  std::vector<PyObject*> v;
+  OwnedVector() = default;
+  OwnedVector(const OwnedVector&) = delete;
+  OwnedVector& operator=(const OwnedVector&) = delete;
+  ~OwnedVector() {
+    if (MayReleaseInDestructor()) ReleaseFrom(&v, 0);  // see common.h
+  }
+};
+#endif
 
 // What getting the children of a non-leaf node against its spec node did.
 enum class Children {
@@ -212,6 +226,13 @@ class SpecFlattener {
   }
 
   bool VisitList(std::int64_t i, PyObject* list, int depth) {
+#if CPYTREE_FREE_THREADED
+    // One state of the list (another thread may resize it): a tuple has the
+    // same checks and messages.
+    Ref frozen(PyList_AsTuple(list));
+    if (!frozen) return false;
+    return VisitTuple(i, frozen.get(), depth);
+#endif
     const Node& s = v_.nodes[i];
     if (PyList_GET_SIZE(list) != s.arity) return Arity(s, PyList_GET_SIZE(list));
     if (AllChildrenLeaves(s)) return VisitLeafItems<true>(i, list, depth);
@@ -229,6 +250,22 @@ class SpecFlattener {
   // Whether the exact dict's keys are the spec's, in order (== after
   // identity): kSame, kDifferent or kError.
   KeyOrder SameKeysInOrder(const Node& s, PyObject* dict) {
+#if CPYTREE_FREE_THREADED
+    {
+      // Compared on a snapshot of the keys (user __eq__ runs outside the lock).
+      OwnedVector keys, values;
+      SnapshotDict(dict, NodeKind::kDict, &keys.v, &values.v);
+      if (keys.v.size() != s.arity) return KeyOrder::kDifferent;
+      PyObject* const* expected = v_.items + s.ctx;
+      for (std::uint32_t k = 0; k < s.arity; ++k) {
+        if (keys.v[k] == expected[k]) continue;
+        int eq = PyObject_RichCompareBool(keys.v[k], expected[k], Py_EQ);
+        if (eq < 0) return KeyOrder::kError;
+        if (eq == 0) return KeyOrder::kDifferent;
+      }
+      return KeyOrder::kSame;
+    }
+#endif
     if (PyDict_GET_SIZE(dict) != s.arity) return KeyOrder::kDifferent;
     PyObject* const* expected = v_.items + s.ctx;
     Py_ssize_t pos = 0;
@@ -247,6 +284,30 @@ class SpecFlattener {
   // An exact dict for a dict spec node. Strict mode checks each key here;
   // up-to mode comes here only after SameKeysInOrder.
   bool VisitDict(std::int64_t i, PyObject* dict, int depth) {
+#if CPYTREE_FREE_THREADED
+    {
+      // The same checks on one state of the dict, snapshotted under its lock.
+      const Node& s = v_.nodes[i];
+      OwnedVector keys, values;
+      SnapshotDict(dict, NodeKind::kDict, &keys.v, &values.v);
+      if (keys.v.size() != s.arity) {
+        return kStrict ? Fail(DictKeysMismatchMessage(v_.items + s.ctx, s.arity, dict))
+                       : Arity(s, static_cast<Py_ssize_t>(keys.v.size()));
+      }
+      PyObject* const* expected = v_.items + s.ctx;
+      std::size_t ibase = PushChildren(i);
+      for (std::uint32_t k = 0; k < s.arity; ++k) {
+        if (kStrict && keys.v[k] != expected[k]) {
+          int eq = PyObject_RichCompareBool(keys.v[k], expected[k], Py_EQ);
+          if (eq < 0) return false;
+          if (eq == 0) return Fail(DictKeysMismatchMessage(expected, s.arity, dict));
+        }
+        if (!VisitChild(i, k, ChildAt(ibase, s.arity, k), values.v[k], depth)) return false;
+      }
+      idx_.resize(ibase);
+      return true;
+    }
+#endif
     const Node& s = v_.nodes[i];
     if (PyDict_GET_SIZE(dict) != s.arity) {
       return kStrict ? Fail(DictKeysMismatchMessage(v_.items + s.ctx, s.arity, dict))
@@ -339,12 +400,14 @@ class SpecFlattener {
           Hold(PyTuple_GET_ITEM(node, k));
         }
         return Children::kHeld;
-      case NodeKind::kList:
+      case NodeKind::kList: {
+        ft::CriticalSection cs(node);  // one state of the list (no user code below)
         if (PyList_GET_SIZE(node) != s.arity) {
           return Mismatch(ArityMismatchMessage(s.arity, PyList_GET_SIZE(node)));
         }
         for (Py_ssize_t k = 0; k < PyList_GET_SIZE(node); ++k) Hold(PyList_GET_ITEM(node, k));
         return Children::kHeld;
+      }
       case NodeKind::kDict:
       case NodeKind::kOrderedDict:
       case NodeKind::kDefaultDict:
@@ -487,6 +550,7 @@ class SpecFlattener {
   bool HoldAll(PyObject* seq) {
     Ref fast(PySequence_Fast(seq, "expected a sequence"));
     if (!fast) return false;
+    ft::CriticalSection cs(fast.get());  // a list another thread may resize
     for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(fast.get()); ++k) {
       PyObject* o = PySequence_Fast_ITEMS(fast.get())[k];
       Py_INCREF(o);
@@ -531,11 +595,13 @@ class SpecFlattener {
       case NodeKind::kList:
       case NodeKind::kTuple:
       case NodeKind::kNamedTuple:  // [d[i] for i in range(spec.num_children)]
-        if ((PyList_CheckExact(node) && PyList_GET_SIZE(node) >= s.arity) ||
-            (PyTuple_Check(node) && PyTuple_GET_SIZE(node) >= s.arity)) {
-          PyObject** src = PySequence_Fast_ITEMS(node);
-          for (std::uint32_t k = 0; k < s.arity; ++k) Hold(src[k]);
-          return Children::kHeld;
+        if (PyList_CheckExact(node) || PyTuple_Check(node)) {
+          ft::CriticalSection cs(node);  // a list another thread may resize
+          if (Py_SIZE(node) >= static_cast<Py_ssize_t>(s.arity)) {
+            PyObject** src = PySequence_Fast_ITEMS(node);
+            for (std::uint32_t k = 0; k < s.arity; ++k) Hold(src[k]);
+            return Children::kHeld;
+          }
         }
         for (std::uint32_t k = 0; k < s.arity; ++k) {
           Ref index(PyLong_FromUnsignedLong(k));
@@ -556,12 +622,15 @@ class SpecFlattener {
     if (registry_ != nullptr && registry_ != Py_None) {
       Ref type(NodeType(v_, i));
       if (!type) return Children::kFailed;
-      Ref fn = Ref::Borrow(PyDict_GetItemWithError(registry_, type.get()));
-      if (!fn && PyErr_Occurred()) return Children::kFailed;
+      PyObject* found = nullptr;
+      if (ft::DictGetItemRef(registry_, type.get(), &found) < 0) return Children::kFailed;
+      Ref fn(found);
       if (fn) {
         Ref children(PyObject_CallFunctionObjArgs(fn.get(), node, spec.get(), nullptr));
         if (!children) return Children::kFailed;
-        Ref seq(PySequence_Fast(children.get(), "flatten_fn_spec must return a list"));
+        Ref fast(PySequence_Fast(children.get(), "flatten_fn_spec must return a list"));
+        if (!fast) return Children::kFailed;
+        Ref seq(ft::StableSequence(fast.get()));  // a snapshot without the GIL
         if (!seq) return Children::kFailed;
         // torch zips children with child specs: the shorter one wins.
         Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
@@ -643,6 +712,8 @@ PyObject* FlatLeaves(SpecView v, PyObject* tree) {
   // finalizers, i.e. user code; after it none runs until the return.
   PyObject* result = PyList_New(n);
   if (result == nullptr) return nullptr;
+  // Free-threaded builds: the items are read under the list's lock.
+  ft::CriticalSection cs(tree);
   if (Py_SIZE(tree) != n) {  // a finalizer resized the list: let the walk decide
     Py_DECREF(result);
     return nullptr;
@@ -650,7 +721,7 @@ PyObject* FlatLeaves(SpecView v, PyObject* tree) {
   PyObject* const* items =
       list ? reinterpret_cast<PyListObject*>(tree)->ob_item : &PyTuple_GET_ITEM(tree, 0);
   // Read once: only a registration (which cannot run in this loop) changes them.
-  PyTypeObject* cached = g_leaf_type_cache.load(std::memory_order_relaxed);
+  PyTypeObject* cached = CachedLeafType();
   bool scalars = !g_scalar_registered.load(std::memory_order_relaxed);
   for (Py_ssize_t k = 0; k < n; ++k) {
     PyObject* x = items[k];

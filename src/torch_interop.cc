@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "ft.h"
 #include "spec_builder.h"
 #include "spec_model.h"
 
@@ -43,9 +44,7 @@ PyObject* PySetTorchSpecClasses(PyObject*, PyObject* const* args, Py_ssize_t nar
   PyObject** slots[] = {&g_torch.tree_spec, &g_torch.leaf_spec, &g_torch.treespec_leaf,
                         &g_torch.constant_node};
   for (int k = 0; k < 4; ++k) {
-    PyObject* v = args[k] == Py_None ? nullptr : args[k];
-    Py_XINCREF(v);
-    Py_XSETREF(*slots[k], v);
+    ft::ReplaceSetting(slots[k], args[k] == Py_None ? nullptr : args[k]);
   }
   g_torch.pickle_as_torch = g_torch.tree_spec != nullptr;
   Py_RETURN_NONE;
@@ -81,14 +80,22 @@ PyObject* PyFindBound(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   PyObject* out = PyList_New(0);
   if (out == nullptr) return nullptr;
   // The list is re-read at each step: appending may run a GC finalizer.
-  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(namespaces); ++i) {
-    PyObject* ns = PyList_GET_ITEM(namespaces, i);
+  // Free-threaded builds: a snapshot of it, and each dict read under its lock.
+  Ref stable(ft::StableSequence(namespaces));
+  if (!stable) {
+    Py_DECREF(out);
+    return nullptr;
+  }
+  namespaces = stable.get();
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(namespaces); ++i) {
+    PyObject* ns = PySequence_Fast_ITEMS(namespaces)[i];
     if (!PyDict_Check(ns)) {
       Py_DECREF(out);
       PyErr_Format(PyExc_TypeError, "_find_bound: namespaces[%zd] is not a dict", i);
       return nullptr;
     }
     Py_INCREF(ns);
+    ft::CriticalSection cs(ns);
     Py_ssize_t pos = 0;
     PyObject* key;
     PyObject* value;

@@ -200,23 +200,25 @@ PyObject* SpecReprMethod(PyObject* self) { return SpecRepr(ViewOf(AsSpec(self)))
 // == compares their str).
 Py_hash_t EqHash(PyObject* self) {
   TreeSpecObject* s = AsSpec(self);
-  if (s->eq_hash == -1) {
-    Py_hash_t h = SpecEqHash(ViewOf(s));
-    if (h == -1) return -1;
-    s->eq_hash = h;
+  Py_hash_t cached = ft::LoadRelaxed(&s->eq_hash);  // threads may fill it at once: same value
+  if (cached == -1) {
+    cached = SpecEqHash(ViewOf(s));
+    if (cached == -1) return -1;
+    ft::StoreRelaxed(&s->eq_hash, cached);
   }
-  return s->eq_hash;
+  return cached;
 }
 
 // hash(spec): torch's value, computed once.
 Py_hash_t SpecHash(PyObject* self) {
   TreeSpecObject* s = AsSpec(self);
-  if (s->torch_hash == -1) {
-    Py_hash_t h = SpecTorchHash(ViewOf(s));
-    if (h == -1) return -1;
-    s->torch_hash = h;
+  Py_hash_t cached = ft::LoadRelaxed(&s->torch_hash);  // as EqHash's
+  if (cached == -1) {
+    cached = SpecTorchHash(ViewOf(s));
+    if (cached == -1) return -1;
+    ft::StoreRelaxed(&s->torch_hash, cached);
   }
-  return s->torch_hash;
+  return cached;
 }
 
 PyObject* SpecRichCompare(PyObject* a, PyObject* b, int op) {

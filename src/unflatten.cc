@@ -6,6 +6,7 @@
 #include "args.h"
 #include "children.h"
 #include "flatten.h"
+#include "ft.h"
 #include "registry.h"
 #include "spec_builder.h"
 #include "torch_interop.h"
@@ -103,7 +104,9 @@ PyObject* UnflattenView(SpecView v, PyObject* const* leaves, std::int64_t num_le
 PyObject* UnflattenChecked(PyObject* spec, PyObject* leaves) {
   Ref seq;
   if (PyList_CheckExact(leaves) || PyTuple_CheckExact(leaves)) {
-    seq = Ref::Borrow(leaves);
+    // Free-threaded builds: a snapshot of a list (another thread may resize it).
+    seq = Ref(ft::StableSequence(leaves));
+    if (!seq) return nullptr;
   } else {
     seq = Ref(PySequence_List(leaves));
     if (!seq) return nullptr;
