@@ -4,7 +4,8 @@
     cpytree 0.1.0
     engine: cpp (the C++ extension cpytree._C)
     torch: 2.15.0 (not imported), tested with cpytree: yes
-    install(): not in effect (set CPYTREE_INSTALL=1 to install at import)
+    install(): not in effect in this process
+    autoload: on (install() at `import torch`; CPYTREE_INSTALL unset; ...)
     on torch 2.15.0 (every private name cpytree uses, checked):
       registry link        on
       install()            on
@@ -25,7 +26,6 @@ skips that section (and never imports torch unless CPYTREE_INSTALL asks).
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import sys
 from collections.abc import Sequence
 
@@ -81,12 +81,9 @@ def _install_lines(cpytree: object) -> list[str]:
 
     state = _torch.status()
     if not state["installed"]:
-        hint = (
-            ""
-            if os.environ.get("CPYTREE_INSTALL")
-            else " (set CPYTREE_INSTALL=1 to install at import)"
-        )
-        return [f"install(): not in effect{hint}"]
+        # This process has not imported torch: autoload (next line) says
+        # whether `import torch` would install.
+        return ["install(): not in effect in this process"]
     rebound = state["rebound_imports"]
     lines = [f"install(): in effect, {state['mode']} mode, {rebound} import-time bindings rebound"]
     lines += [f"  swapped  {name}" for name in state["swapped"]]
