@@ -100,8 +100,8 @@ lint:
 	$(VENV)/bin/ruff check python tests benchmarks scripts || status=1; \
 	echo "lint: ruff format --check python tests benchmarks scripts"; \
 	$(VENV)/bin/ruff format --check python tests benchmarks scripts || status=1; \
-	echo "lint: mypy --strict python/cpytree"; \
-	$(VENV)/bin/mypy --strict python/cpytree || status=1; \
+	echo "lint: mypy --strict python/cpytree python/_cpytree_autoload"; \
+	$(VENV)/bin/mypy --strict python/cpytree python/_cpytree_autoload || status=1; \
 	echo "lint: clang-format --dry-run --Werror src include"; \
 	find src include -name '*.h' -o -name '*.cc' | sort | xargs clang-format --dry-run --Werror \
 	  || status=1; \

@@ -45,6 +45,7 @@ with warnings.catch_warnings(record=True) as caught:
     import torch, torch.fx._pytree, torch.utils._pytree as tp
     {after}
 loaded = "cpytree" in sys.modules
+entry_point = "_cpytree_autoload" in sys.modules
 def torchs_own(module, name):
     fn = getattr(sys.modules[module], name)
     return isinstance(fn, types.FunctionType) and fn.__code__.co_filename == sys.modules[module].__file__
@@ -52,6 +53,7 @@ cp = sys.modules.get("cpytree")
 auto = sys.modules.get("cpytree._torch._autoload")
 print(json.dumps({{
     "loaded": loaded,
+    "entry_point": entry_point,
     "installed": cp is not None and cp.is_installed(),
     "outcome": getattr(auto, "_outcome", None),
     "torchs_own": [m + "." + n for m, n in {targets!r} if torchs_own(m, n)],
@@ -103,7 +105,7 @@ def test_the_suite_compares_with_torchs_own_code():
 
 def test_the_entry_point_names_the_autoload_function():
     name, target = declared_entry_point()
-    assert (name, target) == ("cpytree", "cpytree._torch._autoload:autoload") == ENTRY_POINT
+    assert (name, target) == ("cpytree", "_cpytree_autoload:autoload") == ENTRY_POINT
     module, attr = target.split(":")
     assert callable(getattr(importlib.import_module(module), attr))
 
@@ -130,9 +132,10 @@ def test_import_torch_installs(tmp_path, plain, explicit, value):
 @pytest.mark.parametrize("value", ["0", " Off "])
 def test_cpytree_install_off_keeps_torch_as_shipped(tmp_path, plain, value):
     got = _report(tmp_path, CPYTREE_INSTALL=value)
-    assert got["loaded"]  # torch loaded the entry point, which did nothing
+    # torch loaded the entry point, which returned before importing any cpytree module
+    assert got["entry_point"] and not got["loaded"]
     assert not got["installed"]
-    assert got["outcome"] == f"off: CPYTREE_INSTALL={value}"
+    assert got["outcome"] is None
     assert got["torchs_own"] == ALL_TARGETS
     assert got["nodes"] == plain["nodes"]
     assert got["warnings"] == plain["warnings"]
@@ -248,3 +251,11 @@ def test_python_m_cpytree_after_import_torch(tmp_path):
     assert "autoload: on (at this process's `import torch`: installed)" in lines
     assert any(line.startswith("install(): in effect") for line in lines)
     assert sys.modules.get("torch") is torch
+
+
+def test_the_entry_point_package_switches_off_as_cpytree_does():
+    # _cpytree_autoload decides "off" before importing cpytree: the same values.
+    import _cpytree_autoload
+    from cpytree._torch import _autoload
+
+    assert _cpytree_autoload._OFF == _autoload._OFF

@@ -228,4 +228,4 @@ def test_the_helpers_see_the_entry_point(tmp_path):
         "print(json.dumps(sorted({e.value for e in m.entry_points(group='torch.backends')})))"
     )
     got = run_json(code, child_env(tmp_path, CPYTREE_INSTALL=None))
-    assert "cpytree._torch._autoload:autoload" in got
+    assert "_cpytree_autoload:autoload" in got

@@ -110,7 +110,8 @@ def test_installing_is_enough_and_uninstalling_leaves_torch_clean(venv: Path):
     )
     assert on["warnings"] == json.loads(explicit.stdout.strip().splitlines()[-1])
     off = _state(venv, CPYTREE_INSTALL="0")
-    assert off["loaded"] and not off["installed"] and off["python_tree_map"]
+    # switched off, the entry point imports no cpytree module
+    assert not off["loaded"] and not off["installed"] and off["python_tree_map"]
     assert off["warnings"] == plain["warnings"]
     cli = _run(venv, "-m", "cpytree")
     assert "autoload: on (install() at `import torch`; CPYTREE_INSTALL unset; " in cli.stdout
@@ -120,5 +121,6 @@ def test_installing_is_enough_and_uninstalling_leaves_torch_clean(venv: Path):
     gone = _state(venv)
     assert not gone["loaded"] and gone["python_tree_map"]
     assert gone["warnings"] == plain["warnings"]
-    assert not [p for p in Path(purelib).iterdir() if p.name.lower().startswith("cpytree")]
+    left = [p for p in Path(purelib).iterdir() if p.name.lower().lstrip("_").startswith("cpytree")]
+    assert not left
     assert sysconfig.get_path("purelib") != purelib  # the test's own venv was not touched

@@ -4,8 +4,10 @@ torch (2.5 and later) loads every entry point of the group `torch.backends`
 at the end of `import torch` and calls it (torch/__init__.py,
 `_import_device_backends`); an exception from one makes `import torch` fail
 with RuntimeError. pyproject.toml registers `autoload` below as
-`torch.backends: cpytree`, so a script that never names cpytree runs torch's
-pytree on the engine. Loading the entry point imports the `cpytree` package.
+`torch.backends: cpytree` through the tiny package `_cpytree_autoload`, which
+returns at once when CPYTREE_INSTALL switches autoload off (then `import
+torch` imports no cpytree module) and otherwise calls `autoload` here: a
+script that never names cpytree runs torch's pytree on the engine.
 
 The two switches, read when they act:
 
@@ -37,7 +39,7 @@ import warnings
 __all__ = ["ENTRY_POINT", "autoload", "describe", "install_at_import", "setting"]
 
 # The entry point pyproject.toml declares (tests/python/test_autoload.py checks they agree).
-ENTRY_POINT = ("cpytree", f"{__name__}:autoload")
+ENTRY_POINT = ("cpytree", "_cpytree_autoload:autoload")
 ENV_VAR = "CPYTREE_INSTALL"
 TORCH_ENV_VAR = "TORCH_DEVICE_BACKEND_AUTOLOAD"
 _OFF = frozenset({"0", "false", "no", "off"})

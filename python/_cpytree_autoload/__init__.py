@@ -1,0 +1,47 @@
+"""cpytree's `torch.backends` entry point: install() at the end of `import torch`.
+
+torch calls every entry point of that group at the end of `import torch`
+(`_import_device_backends`) and turns an exception from one into a failed
+`import torch`. The entry point lives in this tiny package, apart from
+`cpytree`, for two reasons:
+
+* switched off (`CPYTREE_INSTALL=0`), `import torch` imports no cpytree
+  module at all: the user pays nothing, and a process that imports cpytree
+  later (the test suite, a benchmark) meets it exactly as without autoload;
+* even an `import cpytree` that raised could not make `import torch` fail.
+
+The decision and the install itself are `cpytree._torch._autoload.autoload`.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["autoload"]
+
+# The values of CPYTREE_INSTALL that switch autoload off; the same set as
+# cpytree._torch._autoload._OFF (tests/python/test_autoload.py checks it).
+_OFF = frozenset({"0", "false", "no", "off"})
+
+
+def autoload() -> None:
+    """install() unless CPYTREE_INSTALL switches it off; never raises."""
+    if os.environ.get("CPYTREE_INSTALL", "").strip().lower() in _OFF:
+        return
+    try:
+        from cpytree._torch._autoload import autoload as run
+    except Exception as error:  # noqa: BLE001 - must not fail `import torch`
+        import contextlib
+        import warnings
+
+        # Under -W error the warning is an exception: `import torch` must still succeed.
+        with contextlib.suppress(Exception):
+            warnings.warn(
+                f"cpytree: could not be imported at `import torch` ({type(error).__name__}: "
+                f"{error}); torch's pytree is left as it was. CPYTREE_INSTALL=0 turns this "
+                "autoload off.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return
+    run()
