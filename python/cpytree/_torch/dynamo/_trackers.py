@@ -516,7 +516,39 @@ def _is_registered_node(vt: Any) -> bool:
         return False
     if python_type not in tp.SUPPORTED_NODES:
         return False
+    if python_type is collections.defaultdict:
+        return True  # a ConstDictVariable on torch 2.15: see _holds_defaultdict
     return not isinstance(vt.realize(), ConstDictVariable)
+
+
+def _holds_defaultdict(vt: Any) -> bool:
+    """Whether torch's `call_tree_map` would reach a defaultdict under `vt`.
+
+    On torch 2.15 Dynamo tracks a defaultdict as a ConstDictVariable subclass
+    and its `call_tree_map` answers it by cloning the tracker untracked by
+    side effects, so the result is rebuilt as a plain dict (torch alone, a
+    wrong result). Such a tree is answered here instead, where the
+    defaultdict is rebuilt by tracing its registered unflatten function.
+    Descends only where torch's `call_tree_map` does (lists, tuples, dicts).
+    """
+    if isinstance(vt, LazyVariableTracker) and not vt.is_realized():
+        python_type = vt.peek_type()
+        if python_type is collections.defaultdict:
+            return True
+        if python_type not in (list, tuple, dict, collections.OrderedDict):
+            return False  # torch's call_tree_map realizes it anyway; not needed here
+        vt = vt.realize()
+    try:
+        python_type = vt.python_type()
+    except NotImplementedError:
+        return False
+    if python_type is collections.defaultdict:
+        return True
+    if type(vt) in (ListVariable, TupleVariable):
+        return any(_holds_defaultdict(item) for item in vt.items)
+    if isinstance(vt, ConstDictVariable) and python_type in (dict, collections.OrderedDict):
+        return any(_holds_defaultdict(value) for value in vt.items.values())
+    return False
 
 
 def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -534,7 +566,7 @@ def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     if len(args) < 2 or kwargs.keys() - {"is_leaf"}:
         return None
     map_fn, tree, *rests = args
-    if not _is_registered_node(tree):
+    if not _is_registered_node(tree) and not _holds_defaultdict(tree):
         return None  # torch's call_tree_map
     walk = _flatten(tx, [tree], kwargs, with_paths=False)
     if walk is None or not _buildable(walk.tree_spec):
