@@ -328,8 +328,10 @@ class _Walk:
         key entries follow from the flatten result (`_derived_keys`), else
         flatten_with_keys_fn is traced too, as torch's key-path walk does.
         """
-        if isinstance(vt, ConstDictVariable) and _is_torch_fn(
-            node.flatten_fn, "_defaultdict_flatten"
+        if (
+            "dict" in _ON
+            and isinstance(vt, ConstDictVariable)
+            and _is_torch_fn(node.flatten_fn, "_defaultdict_flatten")
         ):
             return self._defaultdict(vt, path)
         children_vt, context = _call_flatten(self.tx, node.flatten_fn, vt)
@@ -452,6 +454,7 @@ def _build(tx: Any, spec: Any, leaves: list[Any], at: list[int]) -> Any:
     factory, keys = spec.context if spec.type is collections.defaultdict else (None, ())
     if (
         spec.type is collections.defaultdict
+        and "dict" in _ON
         and _is_torch_fn(node.unflatten_fn, "_defaultdict_unflatten")
         and all(ConstantVariable.is_literal(k) for k in keys)
     ):
