@@ -85,6 +85,23 @@ def study():
 TORCH_MAPS_ORDEREDDICT = hasattr(torch._dynamo.variables.dicts, "OrderedDictVariable")
 
 
+# torch 2.15 tracks a defaultdict as a ConstDictVariable and its own
+# call_tree_map rebuilds it as a plain dict (a wrong result, without cpytree
+# too); cpytree answers those trees and returns the defaultdict, so the two
+# modes differ there by design and torch's counts are those of the wrong result.
+TORCH_MAPS_DEFAULTDICT_TO_DICT = issubclass(
+    getattr(torch._dynamo.variables, "DefaultDictVariable", object),
+    torch._dynamo.variables.ConstDictVariable,
+)
+
+
+def _torch_wrong(case: str) -> bool:
+    op, container, *_ = case.split("/")
+    return (
+        TORCH_MAPS_DEFAULTDICT_TO_DICT and op.startswith("tree_map") and container == "defaultdict"
+    )
+
+
 def _is_neutral(case: str) -> bool:
     op, container, *_ = case.split("/")
     if op == "zoo" or case in NEUTRAL_CASES:
@@ -96,8 +113,11 @@ def _is_neutral(case: str) -> bool:
 
 def test_suite_graphs_breaks_and_outputs_are_identical(study):
     for row in study["rows"]:
-        assert row["same_graphs"], row["case"]
-        assert row["same_output"], row["case"]
+        if _torch_wrong(row["case"]):
+            assert not row["same_output"], row["case"]  # torch's is the dict
+        else:
+            assert row["same_graphs"], row["case"]
+            assert row["same_output"], row["case"]
         assert row["graphs"]["torch"] == row["graphs"]["cpytree"] == 1, row["case"]
         assert row["graph_breaks"]["torch"] == row["graph_breaks"]["cpytree"] == 0, row["case"]
 
@@ -111,7 +131,11 @@ def test_suite_is_dynamo_neutral_where_torch_has_its_own_paths(study):
 
 
 def test_suite_fast_paths_step_at_most_half_with_no_more_guards(study):
-    fast = [row for row in study["rows"] if not _is_neutral(row["case"])]
+    fast = [
+        row
+        for row in study["rows"]
+        if not _is_neutral(row["case"]) and not _torch_wrong(row["case"])
+    ]
     assert len(fast) >= 30
     for row in fast:
         assert row["bytecodes"]["cpytree"] * 2 <= row["bytecodes"]["torch"], row["case"]

@@ -307,6 +307,18 @@ class _Walk:
         paths = [self._at(path, "MappingKey", k) for k in keys]
         return None, dict, keys, list(vt.items.values()), paths
 
+    def _defaultdict(self, vt: Any, path: tuple[Any, ...]) -> _Node:
+        """A defaultdict tracked as a dict (torch 2.15): torch's `_defaultdict_flatten`,
+        the factory read as traced code reads it, the keys as a dict's."""
+        read = VariableTracker.build(self.tx, getattr).call_function(
+            self.tx, [vt, ConstantVariable.create("default_factory")], {}
+        )
+        if not read.is_python_constant():
+            raise _Fallback
+        _, _, keys, children, paths = self._mapping(vt, path)
+        context = [read.as_python_constant(), keys]
+        return None, collections.defaultdict, context, children, paths
+
     def _registered(self, vt: Any, node: Any, path: tuple[Any, ...]) -> _Node:
         """A registered node (OrderedDict, defaultdict, deque, dataclass, custom).
 
@@ -316,6 +328,12 @@ class _Walk:
         key entries follow from the flatten result (`_derived_keys`), else
         flatten_with_keys_fn is traced too, as torch's key-path walk does.
         """
+        if (
+            "dict" in _ON
+            and isinstance(vt, ConstDictVariable)
+            and _is_torch_fn(node.flatten_fn, "_defaultdict_flatten")
+        ):
+            return self._defaultdict(vt, path)
         children_vt, context = _call_flatten(self.tx, node.flatten_fn, vt)
         if not self.with_paths:
             return (
@@ -432,11 +450,29 @@ def _build(tx: Any, spec: Any, leaves: list[Any], at: list[int]) -> Any:
     if spec.type is dict:
         items = {ConstantVariable.create(k): v for k, v in zip(spec.context, children, strict=True)}
         return ConstDictVariable(items, mutation_type=ValueMutationNew())
-    # Registered: its unflatten function traced, as torch's tree_unflatten does.
     node = tp.SUPPORTED_NODES[spec.type]
+    factory, keys = spec.context if spec.type is collections.defaultdict else (None, ())
+    if (
+        spec.type is collections.defaultdict
+        and "dict" in _ON
+        and _is_torch_fn(node.unflatten_fn, "_defaultdict_unflatten")
+        and all(ConstantVariable.is_literal(k) for k in keys)
+    ):
+        # torch's `defaultdict(factory, dict(zip(keys, values)))`, called as traced code calls it.
+        items = {ConstantVariable.create(k): v for k, v in zip(keys, children, strict=True)}
+        mapping = ConstDictVariable(items, mutation_type=ValueMutationNew())
+        build = _sourced_function(tx, collections.defaultdict)  # rebuilt through a source
+        return build.call_function(tx, [VariableTracker.build(tx, factory), mapping], {})
+    # Registered: its unflatten function traced, as torch's tree_unflatten does.
     args = [ListVariable(children, mutation_type=ValueMutationNew()),
             VariableTracker.build(tx, spec.context)]  # fmt: skip
     return _sourced_function(tx, node.unflatten_fn).call_function(tx, args, {})
+
+
+def _is_torch_fn(fn: Any, name: str) -> bool:
+    """Whether `fn` is torch.utils._pytree's function `name`."""
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    return module == tp.__name__ and qualname == name
 
 
 def _sourced_function(tx: Any, fn: Any) -> Any:
@@ -516,7 +552,39 @@ def _is_registered_node(vt: Any) -> bool:
         return False
     if python_type not in tp.SUPPORTED_NODES:
         return False
+    if python_type is collections.defaultdict:
+        return True  # a ConstDictVariable on torch 2.15: see _holds_defaultdict
     return not isinstance(vt.realize(), ConstDictVariable)
+
+
+def _holds_defaultdict(vt: Any) -> bool:
+    """Whether torch's `call_tree_map` would reach a defaultdict under `vt`.
+
+    On torch 2.15 Dynamo tracks a defaultdict as a ConstDictVariable subclass
+    and its `call_tree_map` answers it by cloning the tracker untracked by
+    side effects, so the result is rebuilt as a plain dict (torch alone, a
+    wrong result). Such a tree is answered here instead, where the
+    defaultdict is rebuilt by tracing its registered unflatten function.
+    Descends only where torch's `call_tree_map` does (lists, tuples, dicts).
+    """
+    if isinstance(vt, LazyVariableTracker) and not vt.is_realized():
+        python_type = vt.peek_type()
+        if python_type is collections.defaultdict:
+            return True
+        if python_type not in (list, tuple, dict, collections.OrderedDict):
+            return False  # torch's call_tree_map realizes it anyway; not needed here
+        vt = vt.realize()
+    try:
+        python_type = vt.python_type()
+    except NotImplementedError:
+        return False
+    if python_type is collections.defaultdict:
+        return True
+    if type(vt) in (ListVariable, TupleVariable):
+        return any(_holds_defaultdict(item) for item in vt.items)
+    if isinstance(vt, ConstDictVariable) and python_type in (dict, collections.OrderedDict):
+        return any(_holds_defaultdict(value) for value in vt.items.values())
+    return False
 
 
 def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -534,7 +602,7 @@ def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     if len(args) < 2 or kwargs.keys() - {"is_leaf"}:
         return None
     map_fn, tree, *rests = args
-    if not _is_registered_node(tree):
+    if not _is_registered_node(tree) and not _holds_defaultdict(tree):
         return None  # torch's call_tree_map
     walk = _flatten(tx, [tree], kwargs, with_paths=False)
     if walk is None or not _buildable(walk.tree_spec):

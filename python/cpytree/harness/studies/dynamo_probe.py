@@ -114,12 +114,23 @@ def measure(fn: Callable[..., Any], args: tuple[Any, ...], calls: int = 1) -> di
 
 
 def _output_digest(out: Any) -> str:
-    """Structure and values of an output, as a digest both modes must share."""
+    """Structure, container types and values of an output, as a digest both modes must share.
+
+    The type of every node is hashed too (a defaultdict rebuilt as a dict
+    has the same spec string on some releases and the same leaves).
+    """
     import torch
     import torch.utils._pytree as pt
 
-    leaves, spec = pt.tree_flatten(out)
+    kinds: list[str] = []
+
+    def note_kind(node: Any) -> bool:
+        kinds.append(f"{type(node).__module__}.{type(node).__qualname__}")
+        return False
+
+    leaves, spec = pt.tree_flatten(out, is_leaf=note_kind)
     h = hashlib.sha256(str(spec).encode())
+    h.update(" ".join(kinds).encode())
     for leaf in leaves:
         if isinstance(leaf, torch.Tensor):
             h.update(f"{leaf.dtype}{tuple(leaf.shape)}{leaf.detach().tolist()}".encode())
