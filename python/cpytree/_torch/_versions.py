@@ -24,7 +24,7 @@ __all__ = ["TESTED", "check_torch_version", "is_tested"]
 # 2.13.0 and 2.14.1 pass; 2.10.0, 2.11.0, 2.12.1 and 2.15.0 fail only in the
 # Dynamo adapter (fast paths whose torch names moved, a Dynamo suite target),
 # and join when those pass.
-TESTED: tuple[str, ...] = ("2.13.0", "2.14.1")
+TESTED: tuple[str, ...] = ("2.13.0", "2.14.1", "2.15.0")
 
 
 def is_tested(version: str) -> bool:
