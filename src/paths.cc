@@ -59,8 +59,8 @@ KeyClasses& Keys() { return *t_keys->load(std::memory_order_acquire); }
 
 constexpr Py_ssize_t kMaxFieldKeys = 4096;
 
-PyObject* SetKeyClasses(std::atomic<KeyClasses*>* flavour, const char* name,
-                        PyObject* const* args, Py_ssize_t nargs);
+PyObject* SetKeyClasses(std::atomic<KeyClasses*>* flavour, const char* name, PyObject* const* args,
+                        Py_ssize_t nargs);
 
 // cpytree's own key classes, on first use: `import cpytree` leaves
 // cpytree._keys unloaded (three frozen dataclasses are a sixth of the
@@ -149,8 +149,8 @@ PyObject* DirectField(PyObject* cls, PyObject* probe) {
 
 // Makes the classes args[0..2] (SequenceKey, MappingKey, GetAttrKey) the
 // flavour's set.
-PyObject* SetKeyClasses(std::atomic<KeyClasses*>* flavour, const char* name,
-                        PyObject* const* args, Py_ssize_t nargs) {
+PyObject* SetKeyClasses(std::atomic<KeyClasses*>* flavour, const char* name, PyObject* const* args,
+                        Py_ssize_t nargs) {
   if (nargs != 3) {
     PyErr_Format(PyExc_TypeError, "%s(SequenceKey, MappingKey, GetAttrKey)", name);
     return nullptr;

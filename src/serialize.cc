@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "children.h"
-#include "ft.h"
 #include "cpytree/internal/py_format.h"
+#include "ft.h"
 #include "registry.h"
 #include "spec_builder.h"
 #include "spec_model.h"
