@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import shlex
 import sys
 import time
@@ -360,6 +361,11 @@ def _run_compile(args: argparse.Namespace, meta: dict[str, Any], t0: float) -> i
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the harness; returns the process exit code."""
+    # The in-process "torch" backend must be torch's own Python pytree: an
+    # installed cpytree's autoload would swap it at `import torch`. Off for this
+    # process before anything imports torch; each study's children choose their
+    # own (child.child_env: off, except in the "autoload" mode).
+    os.environ["CPYTREE_INSTALL"] = "0"
     args = _parse(argv)
     t0 = time.monotonic()
     meta = _meta(args, argv, time.time())
