@@ -3,6 +3,10 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 JOBS   ?= 2
+# pytest-xdist workers for tests/python (here, in scripts/test_python.sh and
+# scripts/test_torch_versions.sh); 0 runs the suite in one process.
+PYTEST_WORKERS ?= $(JOBS)
+export PYTEST_WORKERS
 # One build at a time: several checkouts (worktrees) can share one lock file
 # (BUILD_LOCK=/tmp/cpytree-build.lock) so two builds never share the 2 cores.
 BUILD_LOCK ?= build.lock
@@ -77,7 +81,7 @@ time-aoti: test-aoti
 	@$(PY) examples/aoti/model.py $(AOTI) --time-pytree --iters $(or $(AOTI_ITERS),2000)
 
 test-python: build
-	@$(PY) -m pytest -q tests/python
+	@$(PY) -m pytest -q -n $(PYTEST_WORKERS) tests/python
 
 test: test-cpp test-python
 

@@ -25,7 +25,7 @@ venv=build/pythons/$ver/venv
 rm -rf "$venv"
 "$PYTHON" -m venv "$venv"
 quiet() { "$@" 2>&1 | { grep -v "is ignored: it is neither" || true; }; return "${PIPESTATUS[0]}"; }
-quiet "$venv/bin/python" -m pip install -q "$wheel" pytest "$HYPOTHESIS"
+quiet "$venv/bin/python" -m pip install -q "$wheel" pytest pytest-xdist==3.8.0 "$HYPOTHESIS"
 torch_note="without torch (no local CPU build of torch==$TORCH_VERSION for Python $ver)"
 if report=$("$venv/bin/python" -m pip install -q --dry-run --no-index --no-deps --report - \
       "torch==$TORCH_VERSION" 2>/dev/null) && grep -q '"version": "[^"]*+cpu"' <<<"$report"; then
@@ -39,4 +39,6 @@ export CPYTREE_REQUIRE_ENGINE=1 CPYTREE_WHEEL=$wheel \
   CPYTREE_WHEEL_TOOLCHAIN=${WHEEL_TOOLCHAIN:-zig} \
   CPYTREE_WHEEL_SYMBOLS=${WHEEL_SYMBOLS:-0}
 # -p no:cacheprovider: several venvs share the checkout; no .pytest_cache churn.
-"$venv/bin/python" -m pytest -q -p no:cacheprovider tests/packaging ${PYTEST_ARGS:-tests/python}
+# -n: pytest-xdist workers (PYTEST_WORKERS, default 2; 0: one process).
+"$venv/bin/python" -m pytest -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" tests/packaging \
+  ${PYTEST_ARGS:-tests/python}

@@ -37,11 +37,13 @@ status=0; summary=""
 for version in "$@"; do
   start=$SECONDS
   venv=build/torch/$version${TORCH_VENV_SUFFIX:-}/venv
-  if [ "$(cat "$venv/.torch" 2>/dev/null)" != "$version" ]; then
+  # The marker names what the venv holds: a venv made before pytest-xdist
+  # joined the list is made again.
+  if [ "$(cat "$venv/.torch" 2>/dev/null)" != "$version xdist" ]; then
     rm -rf "$venv"
     "$PYTHON" -m venv "$venv"
     mkdir -p "$WHEELHOUSE"
-    need=("torch==$version" pytest hypothesis)
+    need=("torch==$version" pytest pytest-xdist==3.8.0 hypothesis)
     echo "test-torch-versions: installing torch==$version into $venv (wheels: $WHEELHOUSE)"
     if ! quiet "$venv/bin/python" -m pip install -q --no-index --find-links "$WHEELHOUSE" "${need[@]}" \
          >/dev/null 2>&1; then
@@ -50,7 +52,7 @@ for version in "$@"; do
       quiet "$venv/bin/python" -m pip download -q -d "$WHEELHOUSE" "${need[@]}"
       quiet "$venv/bin/python" -m pip install -q --no-index --find-links "$WHEELHOUSE" "${need[@]}"
     fi
-    echo "$version" > "$venv/.torch"
+    echo "$version xdist" > "$venv/.torch"
   fi
   quiet "$venv/bin/python" -m pip install -q --force-reinstall --no-deps "$wheel"
   got=$("$venv/bin/python" -c 'import torch; print(torch.__version__)')
@@ -61,7 +63,7 @@ for version in "$@"; do
   ready=$SECONDS
   echo "test-torch-versions: torch $got, $(basename "$wheel")"
   if CUDA_VISIBLE_DEVICES= CPYTREE_REQUIRE_ENGINE=1 "$venv/bin/python" -m pytest -q \
-       -p no:cacheprovider -m torch tests/python; then r=ok; else r=FAILED; status=1; fi
+       -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" -m torch tests/python; then r=ok; else r=FAILED; status=1; fi
   echo "test-torch-versions: torch $got $r (venv $((ready - start)) s, tests $((SECONDS - ready)) s)"
   summary="$summary torch-$got:$r"
 done
