@@ -121,16 +121,18 @@ class Flattener {
 
   // A list may be mutated by user code run below it (is_leaf, custom
   // flatten): read its size every step and hold each child while visiting.
-  // Free-threaded builds: another thread may mutate it at any time, so its
-  // items are snapshotted under its lock first (ft.h), as dicts are.
+  // Free-threaded builds: another thread may mutate it at any time, so each
+  // item is read as CPython's list iterator reads it (ft::ListItemRef).
   bool VisitList(PyObject* list, int depth) {
     Mark m = Begin();
 #if CPYTREE_FREE_THREADED
-    std::size_t base = b_->pending.size();
-    ft::AppendListItems(list, &b_->pending);
-    std::size_t arity = b_->pending.size() - base;
-    if (!VisitPending(base, depth)) return false;
-    End(m, NodeKind::kList, arity);
+    Py_ssize_t i = 0;
+    for (PyObject* child; (child = ft::ListItemRef(list, i)) != nullptr; ++i) {
+      bool ok = VisitChild(child, depth, [i] { return MakeSequenceKey(i); });
+      Py_DECREF(child);
+      if (!ok) return false;
+    }
+    End(m, NodeKind::kList, static_cast<std::size_t>(i));
     return true;
 #else
     Py_ssize_t i = 0;

@@ -7,12 +7,14 @@
 // read-modify-write, the same loads and stores).
 //
 //   ft::CriticalSection cs(dict);       // Py_BEGIN_CRITICAL_SECTION(dict)
-//   ft::AppendListItems(list, &out);    // owned refs, one consistent state
+//   PyObject* item = ft::ListItemRef(list, i);  // as CPython's list iterator
 //   ft::MutexLock lock(&g_mutex);       // PyMutex; nothing with the GIL
 //
 // Rules the engine follows on free-threaded builds (STYLE.md):
-// - A list or dict the user may hold is read under its critical section
-//   (CPython's own per-object lock) and only into owned references; no
+// - A list the user may hold is read item by item as CPython's own list
+//   iterator reads it (PyList_GetItemRef: lock-free where CPython's is); a
+//   dict is read under its critical section (CPython's own per-object lock),
+//   one state of keys and values. Only into owned references; no
 //   borrowed item outlives the section, and no user code runs inside one
 //   (a section is suspended while its thread blocks, so it cannot promise
 //   atomicity across user code anyway).
@@ -155,16 +157,33 @@ inline void ReplaceSetting(PyObject** slot, PyObject* value) {
 #endif
 }
 
-// Appends owned references to the items of a list (or list subclass), read
-// in one consistent state: under the list's critical section.
+// Item `i` of a list (or list subclass) as a new reference, or null (no
+// exception) past its end. Without the GIL it is read as CPython's own list
+// iterator reads it (listiter_next): PyList_GetItemRef, lock-free for a list
+// this thread owns or one already shared between threads, under the list's
+// lock otherwise; a list another thread shrinks meanwhile simply ends
+// sooner. Per item, not one state of the whole list: a traversal that
+// streams a list (flatten) gets what `for x in list` would give it, and no
+// lock per list (two atomic read-modify-writes, most of the cost of a small
+// list on 3.13t).
+inline PyObject* ListItemRef(PyObject* list, Py_ssize_t i) {
+  if (i >= PyList_GET_SIZE(list)) return nullptr;
+#if CPYTREE_FREE_THREADED
+  PyObject* o = PyList_GetItemRef(list, i);
+  if (o == nullptr) PyErr_Clear();  // IndexError: another thread shrank it
+  return o;
+#else
+  PyObject* o = PyList_GET_ITEM(list, i);
+  Py_INCREF(o);
+  return o;
+#endif
+}
+
+// Appends owned references to the items of a list (or list subclass), each
+// read by ListItemRef: the snapshot `list(iter(lst))` would take.
 inline void AppendListItems(PyObject* list, std::vector<PyObject*>* out) {
-  CriticalSection cs(list);
-  Py_ssize_t n = PyList_GET_SIZE(list);
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* o = PyList_GET_ITEM(list, i);
-    Py_INCREF(o);
-    out->push_back(o);
-  }
+  Py_ssize_t i = 0;
+  for (PyObject* o; (o = ListItemRef(list, i)) != nullptr; ++i) out->push_back(o);
 }
 
 // A sequence whose items may be read by index while other threads run: on

@@ -131,7 +131,7 @@ class Mapper {
   PyObject* MapList(PyObject* list, int depth) {
     std::size_t base = b_->pending.size(), rbase;
 #if CPYTREE_FREE_THREADED
-    ft::AppendListItems(list, &b_->pending);  // under the list's lock
+    ft::AppendListItems(list, &b_->pending);  // as CPython's list iterator reads it
 #else
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); ++i) {
       PyObject* o = PyList_GET_ITEM(list, i);

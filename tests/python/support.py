@@ -7,10 +7,13 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Callable
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# A free-threaded CPython (3.13t): no GIL.
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
 def engine_active() -> bool:

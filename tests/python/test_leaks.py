@@ -332,7 +332,11 @@ MORE_OP_NAMES = [
 
 @pytest.mark.parametrize("op", OP_NAMES)
 def test_no_leak(impl, op):
-    check_no_leak(ops(impl)[op], *iterations(impl))
+    # The reference is pure Python: on 3.13t its RSS may grow while its
+    # allocated blocks stay flat (mimalloc keeps pages it got); the blocks,
+    # reference counts and traced memory are still checked.
+    rss = not (support.FREE_THREADED and impl.__name__ == "cpytree._reference")
+    check_no_leak(ops(impl)[op], *iterations(impl), rss=rss)
 
 
 def _more_ops(impl):
@@ -370,7 +374,7 @@ def test_no_leak_more(engine, op):
     check_no_leak(_more_ops(engine)[op], n, n_traced)
 
 
-def check_no_leak(fn, n, n_traced):
+def check_no_leak(fn, n, n_traced, rss=True):
     for _ in range(WARMUP):
         fn()
     gc.collect()
@@ -412,7 +416,7 @@ def check_no_leak(fn, n, n_traced):
     assert blocks_after - blocks_before < BLOCKS_SLACK, (
         f"{blocks_after - blocks_before} more allocated blocks after {n} calls"
     )
-    if rss_before:
+    if rss_before and rss:
         assert rss_after - rss_before < RSS_SLACK, (
             f"RSS grew by {(rss_after - rss_before) / 1e6:.1f} MB over {n} calls"
         )

@@ -160,6 +160,12 @@ def test_large_tree_memory_is_proportional(engine_on, shape, op):
     assert m["peak"] <= PEAK_LIMIT[op] + SMALL_SLACK, f"peak {m['peak']:.1f} bytes per leaf: {m}"
     # Calls do not accumulate memory (the per-thread scratch space is
     # trimmed after each call; the results' memory is reused).
+    if support.FREE_THREADED and op == "unflatten":
+        # 3.13t's allocator (mimalloc) does not hand freed 8 MB blocks back to
+        # the next call's same-sized ones: this very script with the call
+        # replaced by `out = list(tuple([leaf] * N))` (no engine) grows 24
+        # bytes a leaf there too, 0 on 3.13. The peak above is still checked.
+        return
     assert m["growth"] <= 2, f"peak grew by {m['growth']:.1f} bytes per leaf over 4 calls: {m}"
 
 

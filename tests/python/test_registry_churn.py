@@ -46,6 +46,19 @@ def churn_round(i: int, cls: type | None = None) -> None:
     del spec
 
 
+# Known limit of the free-threaded engine (issue 29): without the GIL a
+# registry map or registration that a register/deregister replaces is kept
+# alive, never freed (a traversal in another thread may still be reading it;
+# freeing needs a grace period the engine does not have yet). So the class
+# stays referenced and each round leaves its map behind.
+FT_RETIRED_KEPT = pytest.mark.xfail(
+    support.FREE_THREADED,
+    reason="free-threaded build: retired registry maps and registrations are never freed",
+    strict=True,
+)
+
+
+@FT_RETIRED_KEPT
 def test_deregistered_class_is_collectable():
     cls = type("Gone", (), {})
     cpytree.register_pytree_node(
@@ -66,6 +79,7 @@ def test_deregistered_class_is_collectable():
     bool(os.environ.get("CPYTREE_SANITIZED")),
     reason="ASan's quarantine holds freed memory: RSS is measured on the normal build",
 )
+@FT_RETIRED_KEPT
 @pytest.mark.parametrize("fresh", [True, False], ids=["fresh-class", "same-class"])
 def test_churn_keeps_memory_flat(fresh):
     same = type("Same", (), {})
