@@ -27,6 +27,14 @@ count and whether cpytree is installed there: the deterministic count beside the
   workers-off       the entry point visible, CPYTREE_INSTALL=0
   workers-autoload  the entry point visible, autoload on
 
+and the sidecar's start alone, in this process (so --instructions counts it): the
+statement is `import torch._inductor.compile_worker.__main__`, what the sidecar
+(`python .../compile_worker/__main__.py`) imports before it serves; its
+`import torch` runs the entry point. The forked workers inherit the sidecar's state.
+
+  sidecar-off       the entry point visible, CPYTREE_INSTALL=0
+  sidecar-autoload  the entry point visible, autoload on
+
 Each of these also reports whether cpytree ended up installed and whether
 torch._dynamo was imported (it must not be). Every case puts a `cpytree`
 .dist-info first on PYTHONPATH: importlib.metadata keeps the first
@@ -69,8 +77,9 @@ import json, sys, time
 case, profile = sys.argv[1], sys.argv[2] == "1"
 IMPORT_TORCH = ("torch-only", "autoload", "autoload-off")
 WORKERS = ("workers-off", "workers-autoload")
+SIDECAR = ("sidecar-off", "sidecar-autoload")
 PROBE = "(lambda m: [len(m), m.get('cpytree') is not None and m['cpytree'].is_installed()])"
-if case not in IMPORT_TORCH and case != "cold":
+if case not in IMPORT_TORCH + SIDECAR and case != "cold":
     import torch  # noqa: F401
 if case in WORKERS:
     from torch._inductor.compile_worker.subproc_pool import SubprocPool
@@ -90,6 +99,9 @@ def statement():
         return
     if case in IMPORT_TORCH:
         import torch
+        return
+    if case in SIDECAR:  # what the compile-worker sidecar imports before it serves
+        import torch._inductor.compile_worker.__main__
         return
     import cpytree
     if case == "install":
@@ -123,10 +135,25 @@ print(json.dumps({"ms": (t1 - t0) * 1e3, "calls": calls, "modules": mods, "all_m
                                      importlib.metadata.entry_points(group="torch.backends"))}))
 """
 CASES = ("cold", "torch", "install")
-AUTOLOAD_CASES = ("torch-only", "autoload", "autoload-off", "workers-off", "workers-autoload")
+AUTOLOAD_CASES = (
+    "torch-only",
+    "autoload",
+    "autoload-off",
+    "workers-off",
+    "workers-autoload",
+    "sidecar-off",
+    "sidecar-autoload",
+)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The cases whose `import torch` sees cpytree's entry point.
-_WITH_ENTRY_POINT = ("autoload", "autoload-off", "workers-off", "workers-autoload")
+_WITH_ENTRY_POINT = (
+    "autoload",
+    "autoload-off",
+    "workers-off",
+    "workers-autoload",
+    "sidecar-off",
+    "sidecar-autoload",
+)
 _DIST_DIRS: dict[bool, str] = {}
 
 
@@ -174,7 +201,7 @@ def _env(path: str | None, case: str = "") -> dict[str, str]:
         parts.append(path)
     elif env.get("PYTHONPATH"):
         parts.append(env["PYTHONPATH"])
-    if case in ("autoload-off", "workers-off"):
+    if case in ("autoload-off", "workers-off", "sidecar-off"):
         env["CPYTREE_INSTALL"] = "0"
     else:  # the default: unset
         env.pop("CPYTREE_INSTALL", None)
