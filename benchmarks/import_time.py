@@ -12,12 +12,12 @@ time.perf_counter, around the statement alone:
 and what `import torch` itself costs with the autoload (issue 30: at most
 12 ms more), the statement being `import torch` alone:
 
-  torch-only      no cpytree entry point visible (torch as a user without cpytree has it;
+  torch-only      no cpytree entry point (torch as a user without cpytree has it;
                   torch still scans for `torch.backends` entry points)
-  autoload        cpytree's `torch.backends` entry point visible (a temporary .dist-info
-                  declaring pyproject.toml's entry point, first on PYTHONPATH): install()
+  autoload        cpytree's `torch.backends` entry point (pyproject.toml's): install()
                   runs at the end of `import torch`
-  autoload-off    the same with CPYTREE_INSTALL=0 (torch imports cpytree, which does nothing)
+  autoload-off    the same with CPYTREE_INSTALL=0 (torch imports the tiny
+                  `_cpytree_autoload`, which returns: no cpytree module is imported)
 
 and Inductor's compile workers (they must not start slower): after `import torch`,
 the statement starts a `SubprocPool(2)` (a fresh sidecar process that imports torch,
@@ -27,10 +27,22 @@ count and whether cpytree is installed there: the deterministic count beside the
   workers-off       the entry point visible, CPYTREE_INSTALL=0
   workers-autoload  the entry point visible, autoload on
 
+and the sidecar's start alone, in this process (so --instructions counts it): the
+statement is `import torch._inductor.compile_worker.__main__`, what the sidecar
+(`python .../compile_worker/__main__.py`) imports before it serves; its
+`import torch` runs the entry point. The forked workers inherit the sidecar's state.
+
+  sidecar-off       the entry point visible, CPYTREE_INSTALL=0
+  sidecar-autoload  the entry point visible, autoload on
+
 Each of these also reports whether cpytree ended up installed and whether
-torch._dynamo was imported (it must not be). With --python pointing at a venv
-where the cpytree wheel is installed, "torch-only" sees the real entry point:
-the output says so (`entry point visible`); compare against `pip uninstall`.
+torch._dynamo was imported (it must not be). Every case puts a `cpytree`
+.dist-info first on PYTHONPATH: importlib.metadata keeps the first
+distribution of a name, so it hides an installed cpytree's (a development
+install's, a wheel in --python's venv) and the entry point is exactly
+pyproject.toml's in the cases above that name it, and absent in the others
+(`torch-only`, and `cold`/`torch`/`install`, whose `import torch` must not
+install). The output says which (`entry point visible`/`absent`).
 
 and, once per case, the deterministic counts that pair with the times:
 modules `import cpytree` adds to sys.modules, and Python function calls
@@ -65,8 +77,9 @@ import json, sys, time
 case, profile = sys.argv[1], sys.argv[2] == "1"
 IMPORT_TORCH = ("torch-only", "autoload", "autoload-off")
 WORKERS = ("workers-off", "workers-autoload")
+SIDECAR = ("sidecar-off", "sidecar-autoload")
 PROBE = "(lambda m: [len(m), m.get('cpytree') is not None and m['cpytree'].is_installed()])"
-if case not in IMPORT_TORCH and case != "cold":
+if case not in IMPORT_TORCH + SIDECAR and case != "cold":
     import torch  # noqa: F401
 if case in WORKERS:
     from torch._inductor.compile_worker.subproc_pool import SubprocPool
@@ -86,6 +99,9 @@ def statement():
         return
     if case in IMPORT_TORCH:
         import torch
+        return
+    if case in SIDECAR:  # what the compile-worker sidecar imports before it serves
+        import torch._inductor.compile_worker.__main__
         return
     import cpytree
     if case == "install":
@@ -108,26 +124,53 @@ else:
 if worker is not None:
     worker[0].shutdown()
 new = set(sys.modules) - before
-mods = sorted(m for m in new if m.startswith("cpytree"))
+mods = sorted(m for m in new if m.startswith(("cpytree", "_cpytree")))
 import importlib.metadata
 cp = sys.modules.get("cpytree")
 print(json.dumps({"ms": (t1 - t0) * 1e3, "calls": calls, "modules": mods, "all_modules": len(new),
                   "installed": bool(cp is not None and cp.is_installed()),
                   "dynamo": "torch._dynamo" in sys.modules,
                   "worker": None if worker is None else worker[1],
-                  "entry_point": any(e.value.startswith("cpytree.") for e in
+                  "entry_point": any("cpytree" in e.value for e in
                                      importlib.metadata.entry_points(group="torch.backends"))}))
 """
 CASES = ("cold", "torch", "install")
-AUTOLOAD_CASES = ("torch-only", "autoload", "autoload-off", "workers-off", "workers-autoload")
+AUTOLOAD_CASES = (
+    "torch-only",
+    "autoload",
+    "autoload-off",
+    "workers-off",
+    "workers-autoload",
+    "sidecar-off",
+    "sidecar-autoload",
+)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_ENTRY_POINT_DIR: str | None = None
+# The cases whose `import torch` sees cpytree's entry point.
+_WITH_ENTRY_POINT = (
+    "autoload",
+    "autoload-off",
+    "workers-off",
+    "workers-autoload",
+    "sidecar-off",
+    "sidecar-autoload",
+)
+_DIST_DIRS: dict[bool, str] = {}
 
 
-def _entry_point_dir() -> str:
-    """A temporary directory with a .dist-info declaring pyproject.toml's torch.backends entry."""
-    global _ENTRY_POINT_DIR
-    if _ENTRY_POINT_DIR is None:
+def _dist_dir(entry_points: bool) -> str:
+    """A temporary directory with a `cpytree` .dist-info, first on PYTHONPATH.
+
+    importlib.metadata keeps the first distribution of each name on sys.path
+    (torch reads `entry_points(group="torch.backends")`), so this one hides
+    any installed cpytree's: with `entry_points`, it declares pyproject.toml's
+    torch.backends entry point (exactly one: the "autoload" cases); without,
+    none (the "torch-only" case and the statements after `import torch`:
+    torch as a user without cpytree has it, even where a cpytree is installed).
+    """
+    if entry_points in _DIST_DIRS:
+        return _DIST_DIRS[entry_points]
+    lines = ""
+    if entry_points:
         with open(os.path.join(ROOT, "pyproject.toml")) as f:
             text = f.read()
         section = re.search(
@@ -138,33 +181,31 @@ def _entry_point_dir() -> str:
         lines = "".join(
             f"{n} = {t}\n" for n, t in re.findall(r'^(\w+)\s*=\s*"([^"]+)"', section.group(1), re.M)
         )
-        base = tempfile.mkdtemp(prefix="cpytree-ep-")
-        info = os.path.join(base, "cpytree_autoload_probe-0.dist-info")
-        os.mkdir(info)
-        with open(os.path.join(info, "METADATA"), "w") as f:
-            f.write("Metadata-Version: 2.1\nName: cpytree-autoload-probe\nVersion: 0\n")
-        with open(os.path.join(info, "entry_points.txt"), "w") as f:
-            f.write("[torch.backends]\n" + lines)
-        _ENTRY_POINT_DIR = base
-    return _ENTRY_POINT_DIR
+    base = tempfile.mkdtemp(prefix="cpytree-ep-" if entry_points else "cpytree-no-ep-")
+    info = os.path.join(base, "cpytree-0.dist-info")
+    os.mkdir(info)
+    with open(os.path.join(info, "METADATA"), "w") as f:
+        f.write("Metadata-Version: 2.1\nName: cpytree\nVersion: 0\n")
+    with open(os.path.join(info, "entry_points.txt"), "w") as f:
+        f.write("[torch.backends]\n" + lines if lines else "")
+    _DIST_DIRS[entry_points] = base
+    return base
 
 
 def _env(path: str | None, case: str = "") -> dict[str, str]:
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    parts = [path] if path else []
-    if case in ("autoload", "autoload-off", "workers-off", "workers-autoload"):
-        parts.insert(0, _entry_point_dir())
-    if case in AUTOLOAD_CASES:
-        env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
-        if env.get("PYTHONPATH") and not path:
-            parts.append(env["PYTHONPATH"])
-    if case in ("autoload-off", "workers-off"):
+    env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
+    parts = [_dist_dir(entry_points=case in _WITH_ENTRY_POINT)]
+    if path:
+        parts.append(path)
+    elif env.get("PYTHONPATH"):
+        parts.append(env["PYTHONPATH"])
+    if case in ("autoload-off", "workers-off", "sidecar-off"):
         env["CPYTREE_INSTALL"] = "0"
-    elif case in ("torch-only", "autoload", "workers-autoload"):
+    else:  # the default: unset
         env.pop("CPYTREE_INSTALL", None)
-    if parts:
-        env["PYTHONPATH"] = os.pathsep.join(parts)
+    env["PYTHONPATH"] = os.pathsep.join(parts)
     return env
 
 

@@ -362,11 +362,22 @@ def _has_field(cls: Any, field: str) -> bool:
     return False
 
 
-def present(name: Name) -> bool:
-    """Whether the loaded torch has `name` (its module is imported to look)."""
-    try:
-        obj: Any = import_module(name.module)
-    except ImportError:
+def present(name: Name, modules: dict[str, Any] | None = None) -> bool:
+    """Whether the loaded torch has `name` (its module is imported to look).
+
+    `modules` (module name -> module, or None when it cannot be imported)
+    caches the imports across the rows of one check: most rows share a module.
+    """
+    if modules is None:
+        modules = {}
+    obj: Any = modules.get(name.module, _ABSENT)
+    if obj is _ABSENT:
+        try:
+            obj = import_module(name.module)
+        except ImportError:
+            obj = None
+        modules[name.module] = obj
+    if obj is None:
         return False
     parts = name.path.split(".") if name.path else []
     field = ""
@@ -392,10 +403,11 @@ def lookup(module: str, path: str) -> Any:
 
 def _gone(rows: list[Name]) -> list[Name]:
     """The required rows absent, and every row of a group none of whose rows is present."""
-    gone = [n for n in rows if not n.optional and not present(n)]
+    modules: dict[str, Any] = {}
+    gone = [n for n in rows if not n.optional and not present(n, modules)]
     for group in sorted({n.group for n in rows if n.group}):
         members = [n for n in rows if n.group == group]
-        if not any(present(n) for n in members):
+        if not any(present(n, modules) for n in members):
             gone.extend(members)
     return gone
 

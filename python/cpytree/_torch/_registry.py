@@ -283,33 +283,39 @@ class RegistrySync:
         While following, cpytree's own registration of `cls` wins (nothing
         is copied). While joined, the copy replaces it until `leave()`.
         """
+        if self._tp is None or cls in self._builtins:
+            return
+        with _registry_lock():
+            self._from_torch_locked(cls)
+
+    def _from_torch_locked(self, cls: type) -> None:
+        """`_from_torch` with cpytree's registry lock held (join() holds it for all types)."""
         tp = self._tp
         if tp is None or cls in self._builtins:
             return
-        with _registry_lock():
-            copy = self._copies.get(cls)
-            if copy is not None and copy.into_torch:
-                # A change made through torch makes the result torch's own.
-                self._copies.pop(cls, None)
-                copy = None
-            own = copy is None and cls in _registry.SUPPORTED_NODES
-            if own and not self._joined:
-                return  # cpytree's own registration wins
-            source, constant = self._in_torch(cls), cls in tp.CONSTANT_NODES
-            current = self._in_cpytree(cls)
-            if current == source and (cls in _registry.CONSTANT_NODES) == constant:
-                return
-            if copy is not None:
-                replaced, replaced_constant = copy.replaced, copy.replaced_constant
-            elif own:
-                replaced, replaced_constant = current, cls in _registry.CONSTANT_NODES
-            else:
-                replaced, replaced_constant = None, False
-            self._write_cpytree(cls, source, constant, keep_shared_name=replaced is not None)
-            if source is None and replaced is None:
-                self._copies.pop(cls, None)
-            else:
-                self._copies[cls] = _Copy(False, source, constant, replaced, replaced_constant)
+        copy = self._copies.get(cls)
+        if copy is not None and copy.into_torch:
+            # A change made through torch makes the result torch's own.
+            self._copies.pop(cls, None)
+            copy = None
+        own = copy is None and cls in _registry.SUPPORTED_NODES
+        if own and not self._joined:
+            return  # cpytree's own registration wins
+        source, constant = self._in_torch(cls), cls in tp.CONSTANT_NODES
+        current = self._in_cpytree(cls)
+        if current == source and (cls in _registry.CONSTANT_NODES) == constant:
+            return
+        if copy is not None:
+            replaced, replaced_constant = copy.replaced, copy.replaced_constant
+        elif own:
+            replaced, replaced_constant = current, cls in _registry.CONSTANT_NODES
+        else:
+            replaced, replaced_constant = None, False
+        self._write_cpytree(cls, source, constant, keep_shared_name=replaced is not None)
+        if source is None and replaced is None:
+            self._copies.pop(cls, None)
+        else:
+            self._copies[cls] = _Copy(False, source, constant, replaced, replaced_constant)
 
     def _into_torch(self, cls: type) -> None:
         """(Joined) copy cpytree's registration of `cls` into torch."""
@@ -437,10 +443,13 @@ class RegistrySync:
         with _registry_lock():  # a copy in flight under cpytree's own lock completes first
             self._saved_lock = _registry._NODE_REGISTRY_LOCK
             _registry._NODE_REGISTRY_LOCK = tp._NODE_REGISTRY_LOCK
+        # Held for the whole walk: torch's lock is cpytree's registry lock now (set
+        # above), so `_from_torch`'s own `_registry_lock()` would take it again for
+        # each of torch's ~100 types.
         with tp._NODE_REGISTRY_LOCK:
             self._joined = True
             for cls in list(tp.SUPPORTED_NODES):
-                self._from_torch(cls)
+                self._from_torch_locked(cls)
             for cls in list(_registry.SUPPORTED_NODES):
                 if cls in tp.SUPPORTED_NODES:
                     continue
