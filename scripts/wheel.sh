@@ -55,6 +55,8 @@ case $TOOLCHAIN in
   *) echo "wheel: WHEEL_TOOLCHAIN must be zig or system, not '$TOOLCHAIN'" >&2; exit 2 ;;
 esac
 venv=$root/venv
+# FT_HEADERS: the same interpreter as the GIL wheel's, so its build venv.
+[ "$ft" = 0 ] || venv=build/wheel/${ver%t}-zig/venv
 # Build requirements: what pyproject.toml's [build-system] asks for, plus the
 # repair tools. Reinstalled only when this list changes.
 # pip >= 23.1 for -C (3.10's venv comes with pip 23.0).
