@@ -93,6 +93,12 @@ else
   incdir=$("$pyexe" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 fi
 
+# REUSE_WHEEL=1 with `test`: the wheel already in $DIST is tested as it is
+# (no configure, build or repack).
+whl=$(ls -t "$DIST"/cpytree-*-"$CP"-"$CP"-*aarch64.whl 2>/dev/null | head -1 || true)
+if [ "${1:-}" = test ] && [ "${REUSE_WHEEL:-0}" = 1 ] && [ -n "$whl" ]; then
+  echo "wheel_aarch64: testing $whl as it is (REUSE_WHEEL=1)" >&2
+else
 strip=ON; [ "${WHEEL_SYMBOLS:-0}" = 1 ] && strip=OFF
 # Debian's pyconfig.h includes <aarch64-linux-gnu/python3.X/pyconfig.h>: a
 # folder with that one link (never the arm64 folder's whole /usr/include).
@@ -145,6 +151,7 @@ CPYTREE_WHEEL=$whl CPYTREE_AUDITWHEEL=$tools/auditwheel CPYTREE_DIST=$one "$tool
   -k "every_wheel_in_dist or auditwheel_show or tags or abi_symbols" >&2
 rm -rf "$one"
 echo "wheel_aarch64: $whl ($(du -k "$whl" | cut -f1) KB)" >&2
+fi
 [ "${1:-}" = test ] || { echo "$whl"; exit 0; }
 
 # Tests that run the interpreter in a subprocess: the child is
