@@ -96,10 +96,6 @@ flock "${BUILD_LOCK:-build.lock}" env CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" \
   -C build-dir="$root/cmake" -C install.strip=$strip \
   "${toolchain[@]}" "${extra[@]}" . >&2
 whl=$(ls "$raw"/cpytree-*.whl)
-# auditwheel logs every step at INFO; its warnings and errors still show.
-PATH="$(realpath "$venv/bin"):$PATH" "$venv/bin/auditwheel" repair "${plat[@]}" \
-  -w "$DIST" "$whl" 2>&1 \
-  | { grep -v -E "^INFO:|^Fixed-up wheel written" || true; } >&2
 if [ "$ft" = 1 ]; then  # cp3XY-cp3XY -> cp3XY-cp3XYt, _C.cpython-3XY- -> _C.cpython-3XYt-
   cp=cp${ver%t}; cp=${cp/./}
   un=$root/unpacked
@@ -116,6 +112,10 @@ if [ "$ft" = 1 ]; then  # cp3XY-cp3XY -> cp3XY-cp3XYt, _C.cpython-3XY- -> _C.cpy
   "$venv/bin/python" -m wheel pack -d "$raw" "$pkg" >/dev/null
   whl=$(ls "$raw"/cpytree-*.whl)
 fi
+# auditwheel logs every step at INFO; its warnings and errors still show.
+PATH="$(realpath "$venv/bin"):$PATH" "$venv/bin/auditwheel" repair "${plat[@]}" \
+  -w "$DIST" "$whl" 2>&1 \
+  | { grep -v -E "^INFO:|^Fixed-up wheel written" || true; } >&2
 tag=$(basename "$whl" | sed -E 's/-linux_x86_64\.whl$//')
 out=$(ls -t "$DIST/$tag"-*manylinux*.whl | head -1)
 if [ "$TOOLCHAIN" = zig ] && "$venv/bin/python" -m zipfile -l "$out" | grep -q "cpytree.libs/"; then
