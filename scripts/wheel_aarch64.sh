@@ -111,12 +111,13 @@ mkdir -p "$shim/aarch64-linux-gnu"
   -DPython_EXECUTABLE="$pyexe" -DPython_INCLUDE_DIR="$incdir" \
   -DCMAKE_CXX_FLAGS="-isystem $shim" >/dev/null
 flock "${BUILD_LOCK:-build.lock}" "$tools/cmake" --build "$root/cmake" -j "${JOBS:-2}" --target _C
-# Headers only (3.10, 3.12): FindPython named the module after the host
-# interpreter (x86_64); the name is all that differs.
-for f in "$root"/cmake/_C.cpython-*-x86_64-linux-gnu.so; do
-  [ -e "$f" ] && mv "$f" "${f%-x86_64-linux-gnu.so}-aarch64-linux-gnu.so"
-done
-so=$(ls "$root"/cmake/_C.cpython-*-aarch64-linux-gnu.so)
+# The module's name is CPython's EXT_SUFFIX for aarch64, set here: FindPython
+# (CMake 4.4, cross-compiling) leaves Python_SOABI empty with the arm64
+# interpreter (_C.so) and names it after the host's with the headers alone
+# (x86_64); the name is all that differs.
+built=$(ls -t "$root"/cmake/_C*.so | head -1)
+so=$root/cmake/_C.cpython-${PYV/./}-aarch64-linux-gnu.so
+[ "$built" = "$so" ] || cp "$built" "$so"
 file -b "$so" | grep -q "ARM aarch64" || { echo "wheel_aarch64: $so is not aarch64" >&2; exit 1; }
 [ "$strip" = OFF ] || { command -v aarch64-linux-gnu-strip >/dev/null || apt-get install -y -q binutils-aarch64-linux-gnu >&2; aarch64-linux-gnu-strip --strip-all "$so"; }
 
