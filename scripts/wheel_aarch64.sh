@@ -87,8 +87,10 @@ W
   pyexe=$PWD/$root/python incdir=$arm/usr/include/python$PYV
 else
   [ "${1:-}" != test ] || { echo "wheel_aarch64: $CP has no arm64 interpreter here: built, not run" >&2; exit 2; }
-  pyexe=$(scripts/find_pythons.sh | while read -r p; do
-    [ "$("$p" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" = "$PYV" ] && echo "$p"; done | head -1)
+  pyexe=
+  for p in $(scripts/find_pythons.sh); do
+    [ "$("$p" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" = "$PYV" ] && { pyexe=$p; break; }
+  done
   [ -n "$pyexe" ] || { echo "wheel_aarch64: no host CPython $PYV for its headers" >&2; exit 1; }
   incdir=$("$pyexe" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 fi
