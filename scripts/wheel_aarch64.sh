@@ -77,6 +77,10 @@ case $PYV in
   3.10 | 3.12) arm= ;;
   *) echo "wheel_aarch64: no arm64 CPython $PYV here (3.10-3.15)" >&2; exit 2 ;;
 esac
+if [ -n "$arm" ] && [ ! -x "$arm/usr/bin/python$PYV" ]; then
+  echo "wheel_aarch64: $arm has no python$PYV (made before sid_root.sh unpacked 3.13-3.15: move it aside to remake it)" >&2
+  exit 1
+fi
 if [ -n "$arm" ]; then
   # The arm64 interpreter as a host command (FindPython runs it).
   cat > "$root/python" <<W
