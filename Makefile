@@ -310,7 +310,11 @@ bench-ft:
 #                              3.11 from bookworm's arm64 CPython, 3.13-3.15 from
 #                              sid's, 3.10 and 3.12 against their headers, not run);
 #                              then every wheel's extension checked (glibc <= 2.28,
-#                              exports, tags, suffix, architecture, free-threaded ABI)
+#                              exports, tags, suffix, architecture, free-threaded ABI).
+#                              The 8 aarch64/free-threaded builds add ~30-45 min
+#                              here (2-5.5 min each at load 7-12; first run also the
+#                              aarch64 deps, 12 min); AARCH64_PYTHONS= SID_FT_PYTHONS=
+#                              builds the x86_64 GIL wheels alone, as before
 #   make wheels WHEEL_SYMBOLS=1  the same with debug information kept (profiling)
 #   make sdist                 dist/cpytree-<v>.tar.gz, checked to build, and to fail
 #                              clearly where abseil or simdjson is missing
