@@ -303,8 +303,18 @@ bench-ft:
 # toolchain and dependencies cached in ~/.cache/cpytree).
 #   make wheels                manylinux_2_28 x86_64 wheels, cp310-cp313 from the
 #                              machine (pyenv) and cp314, cp315 from a Debian sid
-#                              folder (scripts/sid_root.sh), in dist/; then every
-#                              wheel's extension checked (glibc <= 2.28, exports)
+#                              folder (scripts/sid_root.sh), in dist/; the
+#                              free-threaded cp314t, cp315t against sid's headers
+#                              (FT_HEADERS=1 scripts/wheel.sh; built, not run);
+#                              the aarch64 wheels cp310-cp315 (scripts/wheel_aarch64.sh:
+#                              3.11 from bookworm's arm64 CPython, 3.13-3.15 from
+#                              sid's, 3.10 and 3.12 against their headers, not run);
+#                              then every wheel's extension checked (glibc <= 2.28,
+#                              exports, tags, suffix, architecture, free-threaded ABI).
+#                              The 8 aarch64/free-threaded builds add ~30-45 min
+#                              here (2-5.5 min each at load 7-12; first run also the
+#                              aarch64 deps, 12 min); AARCH64_PYTHONS= SID_FT_PYTHONS=
+#                              builds the x86_64 GIL wheels alone, as before
 #   make wheels WHEEL_SYMBOLS=1  the same with debug information kept (profiling)
 #   make sdist                 dist/cpytree-<v>.tar.gz, checked to build, and to fail
 #                              clearly where abseil or simdjson is missing
@@ -317,9 +327,16 @@ bench-ft:
 #                              come from $CPYTREE_CACHE/wheelhouse (outside the checkout,
 #                              fetched once); its venv build/torch/<release> is kept
 # PYTHONS overrides the machine's interpreters (default: scripts/find_pythons.sh);
-# SID_PYTHONS the sid folder's (default 3.14 3.15; empty: none).
+# SID_PYTHONS the sid folder's (default 3.14 3.15; empty: none); SID_FT_PYTHONS
+# the free-threaded wheels built from sid's headers (default 3.14 3.15; empty:
+# none); AARCH64_PYTHONS the aarch64 wheels (default 3.10-3.15; empty: none).
 PYTHONS        ?= $(shell scripts/find_pythons.sh)
 SID_PYTHONS    ?= 3.14 3.15
+SID_FT_PYTHONS ?= 3.14 3.15
+AARCH64_PYTHONS ?= 3.10 3.11 3.12 3.13 3.14 3.15
+# make test-aarch64: the CPythons whose aarch64 wheel runs tests/python under
+# qemu, one after the other (3.11, 3.13, 3.14, 3.15 can; ~25 min each).
+AARCH64_TEST_PYTHONS ?= 3.14
 WHEEL_SYMBOLS  ?= 0
 # zig (manylinux_2_28, everything but glibc and the unwinder linked in; what
 # CI tests) or system (the machine's gcc, Debian's abseil/simdjson grafted in).
@@ -348,11 +365,19 @@ wheels: setup-system
 	for v in $(SID_PYTHONS); do \
 	  JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) $(SID) run scripts/wheel.sh /usr/bin/python$$v >/dev/null \
 	    || exit 1; \
+	done; \
+	for v in $(SID_FT_PYTHONS); do \
+	  JOBS=$(JOBS) $(SID) run env FT_HEADERS=1 WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) \
+	    scripts/wheel.sh /usr/bin/python$$v >/dev/null || exit 1; \
+	done; \
+	for v in $(AARCH64_PYTHONS); do \
+	  ARM64_PYTHON=$$v JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) scripts/wheel_aarch64.sh >/dev/null || exit 1; \
 	done; ls -l dist/*.whl; \
 	first=$$(echo $(PYTHONS) | cut -d' ' -f1); \
 	ver=$$($$first -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
 	CPYTREE_DIST=dist build/wheel/$$ver-zig/venv/bin/python -m pytest -q -p no:cacheprovider \
-	  tests/packaging/test_wheel.py -k every_wheel_in_dist || exit 1; \
+	  tests/packaging/test_wheel.py tests/packaging/test_wheel_tags.py -k "every_wheel_in_dist or tags" \
+	  || exit 1; \
 	echo "wheels: built and checked in $$(( $$(date +%s) - start )) s"
 
 sdist: setup-system
@@ -370,8 +395,9 @@ test-pythons: setup-system
 	done; echo "test-pythons:$$summary"; exit $$status
 
 # Not in .ci/run (too long there; README "Building wheels" gives the numbers):
-# test-aarch64: the cp314 aarch64 wheel (cross-built with zig) and
-#   tests/python under qemu-aarch64-static with Debian sid's arm64 CPython
+# test-aarch64: the aarch64 wheel of each of AARCH64_TEST_PYTHONS (default
+#   3.14; 3.11, 3.13, 3.15 run too) cross-built with zig and
+#   tests/python under qemu-aarch64-static with Debian's arm64 CPython
 #   (scripts/wheel_aarch64.sh: child interpreters run under qemu too; the
 #   one test deselected is listed there with the reason; two pytest
 #   processes; test_leaks at 10,000 iterations; PYTEST_ARGS="<files>").
@@ -382,7 +408,9 @@ test-pythons: setup-system
 #   build/torch/2.14.1-py3.14 is kept, so only the first run downloads; g++ is installed into folders made before sid_root.sh
 #   listed it (Inductor compiles its CPU kernels with it).
 test-aarch64: setup-system
-	@JOBS=$(JOBS) scripts/wheel_aarch64.sh test
+	@for v in $(AARCH64_TEST_PYTHONS); do \
+	  ARM64_PYTHON=$$v JOBS=$(JOBS) scripts/wheel_aarch64.sh test || exit 1; \
+	done
 
 test-torch-sid: setup-system
 	@$(SID) >/dev/null && $(SID) run sh -c 'command -v g++ >/dev/null || { apt-get update -q && \

@@ -5,12 +5,15 @@
 # and reused; prints the folder's path on the last line.
 #
 #   scripts/sid_root.sh                 # amd64: python3.14, python3.15 (+ -dev, -venv)
-#   scripts/sid_root.sh arm64           # arm64: CPython 3.14 and its headers, unpacked only
+#   scripts/sid_root.sh arm64           # arm64: CPython 3.13, 3.14, 3.15 and their
+#                                       # headers, unpacked only
+#   scripts/sid_root.sh bookworm-arm64  # the same from Debian bookworm: CPython 3.11
 #   scripts/sid_root.sh amd64 run CMD.. # CMD inside the folder (chroot, env -i),
 #                                       # in the checkout: bound at its own path,
 #                                       # as are $CPYTREE_CACHE and /tmp (build lock)
 #
-# CPYTREE_CACHE (default ~/.cache/cpytree) holds it: $CPYTREE_CACHE/sid-<arch>.
+# CPYTREE_CACHE (default ~/.cache/cpytree) holds it: $CPYTREE_CACHE/sid-<arch>
+# (bookworm-arm64: $CPYTREE_CACHE/bookworm-arm64).
 # The mirror is the one apt already uses on this machine. On sid apt needs
 # Acquire::Check-Valid-Until "false" (the mirror is a dated snapshot); pip
 # inside needs this machine's locally added CA certificates, copied in.
@@ -24,14 +27,19 @@
 set -euo pipefail
 ARCH=${1:-amd64}
 CACHE=${CPYTREE_CACHE:-$HOME/.cache/cpytree}
-ROOT=$CACHE/sid-$ARCH
+SUITE=sid
+case $ARCH in bookworm-arm64) SUITE=bookworm ARCH=arm64 ;; esac
+ROOT=$CACHE/$SUITE-$ARCH
 MIRROR=${SID_MIRROR:-$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 # g++: Inductor's CPU backend compiles its kernels with it (make test-torch-sid).
 AMD64_PKGS="python3.14 python3.14-venv python3.14-dev python3.15 python3.15-venv python3.15-dev
   ca-certificates binutils g++"
-ARM64_PYTHON=${ARM64_PYTHON:-3.14}
-ARM64_PKGS="python$ARM64_PYTHON python$ARM64_PYTHON-venv libpython$ARM64_PYTHON-dev"
+# arm64: the CPythons each suite has (sid 3.13-3.15, bookworm 3.11), each
+# with its headers: the aarch64 wheels are built and tested against them.
+ARM64_PYTHONS=${ARM64_PYTHONS:-3.13 3.14 3.15}
+[ "$SUITE" = bookworm ] && ARM64_PYTHONS=3.11
+ARM64_PKGS=$(for v in $ARM64_PYTHONS; do echo "python$v python$v-venv libpython$v-dev"; done)
 
 in_root() {  # chroot with a clean environment; /proc and /dev for CPython and pip
   mountpoint -q "$ROOT/proc" || mount -t proc proc "$ROOT/proc"
@@ -85,10 +93,10 @@ if [ "$ARCH" = amd64 ]; then
   ROOT=${ROOT%.tmp}
 else
   command -v qemu-aarch64-static >/dev/null || apt-get install -y -q qemu-user-static >&2
-  echo "sid_root: debootstrap --foreign sid $ARCH from $MIRROR into $ROOT" >&2
+  echo "sid_root: debootstrap --foreign $SUITE $ARCH from $MIRROR into $ROOT" >&2
   # shellcheck disable=SC2086
-  debootstrap --foreign --arch="$ARCH" --variant=minbase --include="${ARM64_PKGS// /,}" \
-    sid "$ROOT.tmp" "$MIRROR" >&2
+  debootstrap --foreign --arch="$ARCH" --variant=minbase --include="$(echo $ARM64_PKGS | tr ' ' ,)" \
+    "$SUITE" "$ROOT.tmp" "$MIRROR" >&2
   for deb in "$ROOT.tmp"/var/cache/apt/archives/*.deb; do dpkg-deb -x "$deb" "$ROOT.tmp"; done
   cp "$(command -v qemu-aarch64-static)" "$ROOT.tmp/usr/bin/"
   mkdir -p "$ROOT.tmp/usr/local/share/ca-certificates"

@@ -17,6 +17,15 @@
 # 4. `auditwheel repair --plat manylinux_2_28_x86_64`, which must find nothing
 #    to graft: the script fails if the repaired wheel holds a cpytree.libs/.
 # PYTHON may be a command line (the sid folder's interpreters: scripts/sid_python.sh).
+# FT_HEADERS=1 (CPython 3.14 and 3.15 from the sid folder, which has no
+# free-threaded CPython): the free-threaded wheel (cp314t, cp315t) built
+# against that CPython's own headers with Py_GIL_DISABLED=1 defined, the one
+# line of pyconfig.h a --disable-gil build changes (configure.ac; the 3.13t
+# build's pyconfig.h differs from 3.13's there and in Py_ENABLE_SHARED, which
+# no header reads for an extension). The module is named
+# _C.cpython-3XYt-x86_64-linux-gnu.so and the wheel tagged cp3XY-cp3XYt. It
+# cannot be run here (no 3.14t/3.15t interpreter): tests/packaging checks its
+# tags and symbols (test_free_threaded_wheels).
 # WHEEL_TOOLCHAIN=system instead builds with the machine's compiler and its
 # abseil/simdjson (Debian's), which auditwheel grafts in as shared libraries:
 # a manylinux_<machine glibc> wheel (2_34 here), build/wheel/<X.Y>/, kept for
@@ -30,6 +39,13 @@ DIST=${DIST:-dist}
 ver=$("$PYTHON" -c 'import sys, sysconfig; print("%d.%d%s" % (*sys.version_info[:2],
   "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
 TOOLCHAIN=${WHEEL_TOOLCHAIN:-zig}
+ft=0
+if [ "${FT_HEADERS:-0}" = 1 ]; then
+  case $ver in 3.14 | 3.15) ;; *) echo "wheel: FT_HEADERS=1 is for CPython 3.14/3.15, not $ver" >&2; exit 2 ;; esac
+  [ "$TOOLCHAIN" = zig ] || { echo "wheel: FT_HEADERS=1 needs WHEEL_TOOLCHAIN=zig" >&2; exit 2; }
+  ft=1
+  ver=${ver}t
+fi
 case $TOOLCHAIN in
   zig) root=build/wheel/$ver-zig; deps=$(scripts/native_deps.sh x86_64 | tail -1)
        toolchain=(-C cmake.define.CMAKE_TOOLCHAIN_FILE="$PWD/cmake/zig-toolchain.cmake"
@@ -39,6 +55,8 @@ case $TOOLCHAIN in
   *) echo "wheel: WHEEL_TOOLCHAIN must be zig or system, not '$TOOLCHAIN'" >&2; exit 2 ;;
 esac
 venv=$root/venv
+# FT_HEADERS: the same interpreter as the GIL wheel's, so its build venv.
+[ "$ft" = 0 ] || venv=build/wheel/${ver%t}-zig/venv
 # Build requirements: what pyproject.toml's [build-system] asks for, plus the
 # repair tools. Reinstalled only when this list changes.
 # pip >= 23.1 for -C (3.10's venv comes with pip 23.0).
@@ -58,11 +76,16 @@ fi
 # build machine, so a folder holding just that one link is added.
 extra=()
 multi=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("MULTIARCH") or "")')
+cxxflags=
 if [ "$TOOLCHAIN" = zig ] && [ -n "$multi" ] && [ -d "/usr/include/$multi/python${ver%t}" ]; then
   shim=$(realpath -m "$root/include-shim")
   mkdir -p "$shim/$multi" && ln -sfn "/usr/include/$multi/python${ver%t}" "$shim/$multi/python${ver%t}"
-  extra=(-C "cmake.define.CMAKE_CXX_FLAGS=-isystem $shim")
+  cxxflags="-isystem $shim"
 fi
+# FT_HEADERS: the define on every compile of the extension (CMAKE_CXX_FLAGS:
+# pyconfig.h leaves Py_GIL_DISABLED undefined in a comment, never #undef).
+[ "$ft" = 0 ] || cxxflags="$cxxflags -DPy_GIL_DISABLED=1"
+[ -z "$cxxflags" ] || extra=(-C "cmake.define.CMAKE_CXX_FLAGS=$cxxflags")
 strip=true
 [ "${WHEEL_SYMBOLS:-0}" = 1 ] && strip=false
 raw=$root/raw
@@ -73,6 +96,22 @@ flock "${BUILD_LOCK:-build.lock}" env CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" \
   -C build-dir="$root/cmake" -C install.strip=$strip \
   "${toolchain[@]}" "${extra[@]}" . >&2
 whl=$(ls "$raw"/cpytree-*.whl)
+if [ "$ft" = 1 ]; then  # cp3XY-cp3XY -> cp3XY-cp3XYt, _C.cpython-3XY- -> _C.cpython-3XYt-
+  cp=cp${ver%t}; cp=${cp/./}
+  un=$root/unpacked
+  rm -rf "$un" && mkdir -p "$un"
+  "$venv/bin/python" -m pip install -q wheel 2>&1 | { grep -v "is ignored: it is neither" || true; }
+  "$venv/bin/python" -m wheel unpack -d "$un" "$whl" >/dev/null
+  pkg=$(ls -d "$un"/cpytree-*)
+  so=$(ls "$pkg"/cpytree/_C.cpython-*-x86_64-linux-gnu.so)
+  mv "$so" "$pkg/cpytree/_C.cpython-${cp#cp}t-x86_64-linux-gnu.so"
+  sed -i -E "s/^Tag: $cp-$cp-/Tag: $cp-${cp}t-/" "$pkg"/cpytree-*.dist-info/WHEEL
+  grep -q "^Tag: $cp-${cp}t-linux_x86_64\$" "$pkg"/cpytree-*.dist-info/WHEEL \
+    || { echo "wheel: FT_HEADERS: tag not rewritten" >&2; exit 1; }
+  rm "$whl"
+  "$venv/bin/python" -m wheel pack -d "$raw" "$pkg" >/dev/null
+  whl=$(ls "$raw"/cpytree-*.whl)
+fi
 # auditwheel logs every step at INFO; its warnings and errors still show.
 PATH="$(realpath "$venv/bin"):$PATH" "$venv/bin/auditwheel" repair "${plat[@]}" \
   -w "$DIST" "$whl" 2>&1 \

