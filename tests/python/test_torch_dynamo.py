@@ -288,6 +288,25 @@ def test_specs_leaving_the_graph_equal_torchs():
 
 
 @pytest.mark.usefixtures("installed")
+def test_key_paths_leave_the_graph_as_torchs_key_entries():
+    # torch 2.10/2.11 count no key class among Dynamo's constants: the entries
+    # are built by calling their classes there (no graph break), constants on 2.12+.
+    t = torch.ones(2)
+    tree = {"a": [t, (t,)], "b": Pt(t, None)}
+
+    def fn(tr, x):
+        return [(path, v if v is None else v * x) for path, v in tp.tree_leaves_with_path(tr)]
+
+    got = torch.compile(fn, backend="eager", fullgraph=True)(tree, 2)
+    want = _eager_torch(fn, tree, 2)
+    assert [path for path, _ in got] == [path for path, _ in want]
+    assert [type(k) for path, _ in got for k in path] == [tp.MappingKey, tp.SequenceKey,
+            tp.MappingKey, tp.SequenceKey, tp.SequenceKey, tp.MappingKey, tp.GetAttrKey,
+            tp.MappingKey, tp.GetAttrKey]  # fmt: skip
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(got, want, strict=True) if a is not None)
+
+
+@pytest.mark.usefixtures("installed")
 def test_unflatten_errors_are_torchs_inside_compiled_code():
     spec = tp.tree_structure([1, 2])
 

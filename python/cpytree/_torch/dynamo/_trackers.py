@@ -57,7 +57,9 @@ leaf's type is a registered node.
   (a guard on a symbolic value, a graph break on a tensor, as in torch).
 * With-path functions: the key entries (SequenceKey(i), MappingKey(k),
   GetAttrKey(field)) are constants derived from the same structure the
-  guards above pin, so no guard of their own is needed.
+  guards above pin, so no guard of their own is needed (torch 2.10-2.11,
+  whose Dynamo has no constant of a key class: new objects of the class,
+  reached through a global as torch's traced walk reaches it, `_key_entry`).
 * tree_all / tree_any (and `_only`): the walk is lazy and stops at the
   deciding leaf as torch's does; the guards are the flatten path's for the
   nodes reached (`_all_any`).
@@ -314,7 +316,12 @@ class _Walk:
             self.tx, [vt, ConstantVariable.create("default_factory")], {}
         )
         if not read.is_python_constant():
-            raise _Fallback
+            # torch 2.10: the tracker answers no getattr of its factory (a
+            # GetAttrVariable); its field is what 2.11+'s getattr returns, the
+            # tracker the builder made (guarded) for an input's factory.
+            read = getattr(vt, "default_factory", None)  # VERSIONS
+            if read is None or not read.is_python_constant():
+                raise _Fallback
         _, _, keys, children, paths = self._mapping(vt, path)
         context = [read.as_python_constant(), keys]
         return None, collections.defaultdict, context, children, paths
@@ -528,10 +535,30 @@ def _constant_spec(vt: Any) -> Any:
 def _with_paths(tx: Any, walk: _Walk) -> Any:
     """The list of (key path, leaf) pairs, the key entries as constants."""
     pairs: list[Any] = [
-        TupleVariable([TupleVariable([VariableTracker.build(tx, k) for k in path]), leaf])
+        TupleVariable([TupleVariable([_key_entry(tx, k) for k in path]), leaf])
         for path, leaf in zip(walk.paths, walk.leaves, strict=True)
     ]
     return ListVariable(pairs, mutation_type=ValueMutationNew())
+
+
+# torch's key classes and the field each one's constructor takes.
+_KEY_FIELDS = {tp.SequenceKey: "idx", tp.MappingKey: "key", tp.GetAttrKey: "name"}
+
+
+def _key_entry(tx: Any, key: Any) -> Any:
+    """The tracker of one key entry of a key path.
+
+    torch 2.12+ counts its key classes among Dynamo's constants; 2.10 and
+    2.11 do not (their sourceless builder cannot wrap one: a graph break), so
+    there the entry is built as torch's traced key-path walk builds it, by
+    calling its class, reached through a global (a new object Dynamo can
+    rebuild; the class's guard is one torch's traced walk installs too).
+    """
+    field = _KEY_FIELDS.get(type(key))
+    if field is None or ConstantVariable.is_literal(key):
+        return VariableTracker.build(tx, key)
+    value = VariableTracker.build(tx, getattr(key, field))
+    return _sourced_function(tx, type(key)).call_function(tx, [value], {})
 
 
 def _is_registered_node(vt: Any) -> bool:
