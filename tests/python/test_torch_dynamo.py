@@ -22,6 +22,7 @@ Proved here:
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import subprocess
 import sys
@@ -80,25 +81,56 @@ def study():
     return dynamo_study.run(cases=names)
 
 
-# torch 2.14 tracks OrderedDicts as ConstDictVariables, whose tree_map it
-# answers itself; torch 2.13 traces its tree_map there.
-TORCH_MAPS_ORDEREDDICT = hasattr(torch._dynamo.variables.dicts, "OrderedDictVariable")
+# Registered containers whose tree_map torch may answer at the tracker level
+# itself (OrderedDict where Dynamo tracks it as a dict, 2.12+; defaultdict
+# on 2.10-2.14): there cpytree leaves it to torch or answers it, and the
+# target is issue 19's for the tree_map family (<= 1.00x, no more guards).
+TORCH_MAYBE_MAPS = ("ordereddict", "defaultdict")
 
 
-# torch 2.15 tracks a defaultdict as a ConstDictVariable and its own
-# call_tree_map rebuilds it as a plain dict (a wrong result, without cpytree
-# too); cpytree answers those trees and returns the defaultdict, so the two
-# modes differ there by design and torch's counts are those of the wrong result.
-TORCH_MAPS_DEFAULTDICT_TO_DICT = issubclass(
-    getattr(torch._dynamo.variables, "DefaultDictVariable", object),
-    torch._dynamo.variables.ConstDictVariable,
-)
+@functools.cache
+def _torch_maps_defaultdict_to_dict() -> bool:
+    """Whether torch's own compiled tree_map returns a defaultdict as a dict.
+
+    torch 2.15's call_tree_map clones the defaultdict's tracker and rebuilds
+    it as a plain dict (a wrong result, without cpytree too); cpytree answers
+    those trees there and returns the defaultdict, so the two modes differ by
+    design and torch's counts are those of the wrong result.
+    """
+    assert not cpytree.is_installed()
+    tree = collections.defaultdict(list, {"x": torch.ones(1)})
+    torch._dynamo.reset()
+    out = torch.compile(lambda t: tp.tree_map(lambda v: v + 1, t), backend="eager")(tree)
+    torch._dynamo.reset()
+    return type(out) is dict
+
+
+@functools.cache
+def _torch_cannot_trace(case: str) -> bool:
+    """Whether torch's own fullgraph compile of `case` fails (torch 2.10 on a
+    tree_map over several trees of dataclasses: its traced flatten_up_to
+    raises inside the trace). torch's counts are then those of a frame it gave
+    up on; cpytree compiles it whole."""
+    from cpytree.harness.studies import dynamo_cases
+
+    assert not cpytree.is_installed()
+    fn, args = dynamo_cases.build(dynamo_cases.parse(case))
+    torch._dynamo.reset()
+    try:
+        torch.compile(fn, backend="eager", fullgraph=True)(*args)
+    except torch._dynamo.exc.Unsupported:
+        return True
+    finally:
+        torch._dynamo.reset()
+    return False
 
 
 def _torch_wrong(case: str) -> bool:
     op, container, *_ = case.split("/")
     return (
-        TORCH_MAPS_DEFAULTDICT_TO_DICT and op.startswith("tree_map") and container == "defaultdict"
+        op.startswith("tree_map")
+        and container == "defaultdict"
+        and _torch_maps_defaultdict_to_dict()
     )
 
 
@@ -106,15 +138,20 @@ def _is_neutral(case: str) -> bool:
     op, container, *_ = case.split("/")
     if op == "zoo" or case in NEUTRAL_CASES:
         return True
-    if container == "ordereddict" and TORCH_MAPS_ORDEREDDICT:
-        return op in NEUTRAL_OPS
     return op in NEUTRAL_OPS and container in BUILTIN_CONTAINERS
+
+
+def _is_family(case: str) -> bool:
+    op, container, *_ = case.split("/")
+    return op in NEUTRAL_OPS and container in TORCH_MAYBE_MAPS and not _torch_wrong(case)
 
 
 def test_suite_graphs_breaks_and_outputs_are_identical(study):
     for row in study["rows"]:
         if _torch_wrong(row["case"]):
             assert not row["same_output"], row["case"]  # torch's is the dict
+        elif not row["same_graphs"] and _torch_cannot_trace(row["case"]):
+            assert row["same_output"], row["case"]  # torch ran it eagerly
         else:
             assert row["same_graphs"], row["case"]
             assert row["same_output"], row["case"]
@@ -138,7 +175,13 @@ def test_suite_fast_paths_step_at_most_half_with_no_more_guards(study):
     ]
     assert len(fast) >= 30
     for row in fast:
-        assert row["bytecodes"]["cpytree"] * 2 <= row["bytecodes"]["torch"], row["case"]
+        if _is_family(row["case"]):
+            assert row["bytecodes"]["cpytree"] <= row["bytecodes"]["torch"], row["case"]
+        elif row["bytecodes"]["cpytree"] * 2 > row["bytecodes"]["torch"]:
+            assert _torch_cannot_trace(row["case"]), row["case"]
+            continue  # torch's counts are of a frame it gave up on
+        else:
+            assert row["bytecodes"]["cpytree"] * 2 <= row["bytecodes"]["torch"], row["case"]
         assert row["guards"]["cpytree"] <= row["guards"]["torch"], row["case"]
 
 

@@ -251,6 +251,9 @@ INVENTORY: tuple[Name, ...] = (
        kind="field", optional=True, group="hashable-vt"),
     # a defaultdict tracker's factory, read where its traced getattr is not answered (2.10)
     _T(_V, "DefaultDictVariable.default_factory", "read", "dict", kind="field", optional=True),
+    # whether torch's own tree_map rebuilds a defaultdict as a dict (2.15: one reconstruct)
+    _T(_V, "DefaultDictVariable.reconstruct", "read", "tree_map", optional=True),
+    _T(_V, "ConstDictVariable.reconstruct", "read", "tree_map", optional=True),
     _T(_V, "UserDefinedObjectVariable", "subclass", "spec_object flatten_spec"),
     _T(_V, "UserDefinedObjectVariable.var_getattr", "patch", "spec_object", optional=True,
          group="getattr"),
@@ -343,6 +346,10 @@ VERSIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      ("present", "present", "present", "present", "present", "present"),
      "a defaultdict's factory: read from the field on 2.10, whose tracker answers no traced "
      "getattr of it (2.11+: the getattr returns this field)"),
+    (f"{_V}.DefaultDictVariable.reconstruct",
+     ("present", "present", "present", "present", "present", "present"),
+     "its own on 2.10-2.14 (torch's tree_map over a defaultdict is right: left to torch); "
+     "2.15 inherits ConstDictVariable's (torch's is a plain dict: cpytree answers it)"),
     (f"{_S}.ImportSource",
      ("absent", "present", "present", "present", "present", "present"),
      "the source of `torch` for the guard on torch.fx's registry"),

@@ -119,6 +119,7 @@ TorchSource = _torch("torch._dynamo.source", "TorchSource")  # 2.10
 BuiltinVariable = _torch(_V, "BuiltinVariable")
 ConstantVariable = _torch(_V, "ConstantVariable")
 ConstDictVariable = _torch(_V, "ConstDictVariable")
+DefaultDictVariable = _torch(_V, "DefaultDictVariable")
 ListVariable = _torch(_V, "ListVariable")
 NamedTupleVariable = _torch(_V, "NamedTupleVariable")
 TupleVariable = _torch(_V, "TupleVariable")
@@ -168,6 +169,15 @@ _ALL_ANY = {
 _WITH_PATH = frozenset({"tree_flatten_with_path", "tree_leaves_with_path"})
 
 _LEAF_SPEC = tp.treespec_leaf() if hasattr(tp, "treespec_leaf") else None
+
+# torch 2.15's call_tree_map answers a defaultdict (a ConstDictVariable) with
+# a clone its DefaultDictVariable does not rebuild itself: ConstDictVariable's
+# reconstruct makes it a plain dict (torch's result is wrong). 2.10-2.14's
+# DefaultDictVariable has its own reconstruct: torch's answer is right there
+# and cheaper, and those trees are left to it (VERSIONS).
+_TORCH_MAPS_DEFAULTDICT_TO_DICT = getattr(DefaultDictVariable, "reconstruct", None) is getattr(
+    ConstDictVariable, "reconstruct", 0
+)
 _NAMED = collections.namedtuple
 
 
@@ -579,8 +589,8 @@ def _is_registered_node(vt: Any) -> bool:
         return False
     if python_type not in tp.SUPPORTED_NODES:
         return False
-    if python_type is collections.defaultdict:
-        return True  # a ConstDictVariable on torch 2.15: see _holds_defaultdict
+    if python_type is collections.defaultdict and _TORCH_MAPS_DEFAULTDICT_TO_DICT:
+        return True  # see _holds_defaultdict
     return not isinstance(vt.realize(), ConstDictVariable)
 
 
@@ -629,7 +639,9 @@ def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     if len(args) < 2 or kwargs.keys() - {"is_leaf"}:
         return None
     map_fn, tree, *rests = args
-    if not _is_registered_node(tree) and not _holds_defaultdict(tree):
+    if not _is_registered_node(tree) and not (
+        _TORCH_MAPS_DEFAULTDICT_TO_DICT and _holds_defaultdict(tree)
+    ):
         return None  # torch's call_tree_map
     walk = _flatten(tx, [tree], kwargs, with_paths=False)
     if walk is None or not _buildable(walk.tree_spec):
