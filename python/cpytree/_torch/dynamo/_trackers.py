@@ -219,6 +219,27 @@ def _guard_registry() -> None:
     install_guard(get_pytree_SUPPORTED_NODES_source().make_guard(GuardBuilder.DICT_KEYS_MATCH))
 
 
+def _path_off_for(vt: Any) -> bool:
+    """Whether `vt`, not realized yet, is a node kind whose fast path is off.
+
+    Realizing an input here and then falling back would leave its wrapping
+    guard (a TYPE_MATCH) created at another point of the trace than the one
+    torch's traced code creates for the same input: the same check, counted
+    twice (the one extra guard of a dict-path-off trace on torch 2.15). The
+    lazy tracker's type is read without realizing it (tree_map's names).
+    """
+    if "tree_map" not in _ON or not isinstance(vt, LazyVariableTracker) or vt.is_realized():
+        return False
+    python_type = vt.peek_type()
+    if python_type is dict:
+        return "dict" not in _ON
+    if tp.is_namedtuple_class(python_type):
+        return "namedtuple" not in _ON
+    if python_type in (list, tuple) or python_type not in tp.SUPPORTED_NODES:
+        return False
+    return "registered" not in _ON
+
+
 class _Walk:
     """One traversal of a tree of trackers: its leaves (with key paths) and spec."""
 
@@ -275,6 +296,8 @@ class _Walk:
             decided = self.is_leaf.call_function(self.tx, [vt], {})
             if _truth(self.tx, decided):
                 return vt, None, None, [], []
+        if _path_off_for(vt):
+            raise _Fallback  # before realizing it: see _path_off_for
         vt = vt.realize()
         kind = type(vt)
         if kind is ListVariable or kind is TupleVariable:
