@@ -88,6 +88,20 @@ def study():
 TORCH_MAYBE_MAPS = ("ordereddict", "defaultdict")
 
 
+def _uninstalled(fn):
+    """fn() with torch's own pytree (install() undone for the call if it was on)."""
+    was = cpytree.is_installed()
+    if was:
+        cpytree.uninstall()
+    try:
+        torch._dynamo.reset()
+        return fn()
+    finally:
+        torch._dynamo.reset()
+        if was:
+            cpytree.install()
+
+
 @functools.cache
 def _torch_maps_defaultdict_to_dict() -> bool:
     """Whether torch's own compiled tree_map returns a defaultdict as a dict.
@@ -97,12 +111,9 @@ def _torch_maps_defaultdict_to_dict() -> bool:
     those trees there and returns the defaultdict, so the two modes differ by
     design and torch's counts are those of the wrong result.
     """
-    assert not cpytree.is_installed()
     tree = collections.defaultdict(list, {"x": torch.ones(1)})
-    torch._dynamo.reset()
-    out = torch.compile(lambda t: tp.tree_map(lambda v: v + 1, t), backend="eager")(tree)
-    torch._dynamo.reset()
-    return type(out) is dict
+    fn = torch.compile(lambda t: tp.tree_map(lambda v: v + 1, t), backend="eager")
+    return type(_uninstalled(lambda: fn(tree))) is dict
 
 
 @functools.cache
@@ -113,16 +124,16 @@ def _torch_cannot_trace(case: str) -> bool:
     up on; cpytree compiles it whole."""
     from cpytree.harness.studies import dynamo_cases
 
-    assert not cpytree.is_installed()
     fn, args = dynamo_cases.build(dynamo_cases.parse(case))
-    torch._dynamo.reset()
-    try:
-        torch.compile(fn, backend="eager", fullgraph=True)(*args)
-    except torch._dynamo.exc.Unsupported:
+
+    def compiles() -> bool:
+        try:
+            torch.compile(fn, backend="eager", fullgraph=True)(*args)
+        except torch._dynamo.exc.Unsupported:
+            return False
         return True
-    finally:
-        torch._dynamo.reset()
-    return False
+
+    return not _uninstalled(compiles)
 
 
 def _torch_wrong(case: str) -> bool:
