@@ -5,8 +5,8 @@ Proved here:
 * the Dynamo suite (harness/studies/dynamo_cases) at 10 leaves and its modules, each
   mode in a fresh process: where torch answers at the tracker level itself
   (tree_map and friends over builtin containers) or the case calls no
-  pytree function, Dynamo steps the same bytecodes and installs the same
-  guards with install() as without; on every other case (flatten, leaves,
+  pytree function, Dynamo steps no more bytecodes and installs no more
+  guards with install() than without (the same, where torch answers itself); on every other case (flatten, leaves,
   structure, unflatten, key paths, is_leaf, over every node kind, and
   tree_map over registered nodes) it steps at most half and installs no
   more guards; graphs (up to node names), graph breaks and outputs are
