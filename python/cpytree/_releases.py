@@ -111,8 +111,10 @@ DIFFERENCES: dict[str, Difference] = {
         "LeafSpec.__reduce__ is (treespec_leaf, ()): copy and pickle give back "
         "the one leaf spec, without a warning; before, a new LeafSpec and a "
         "FutureWarning from LeafSpec's deprecation",
-        "the reference LeafSpec pickles as each release does; the engine's leaf "
-        "spec is one interned object and pickles to it on every release",
+        "the reference LeafSpec pickles as each release does; installed, the engine's "
+        "specs pickle their leaves as the release's LeafSpec does (treespec_leaf() or "
+        "LeafSpec()); copy/deepcopy of the engine's interned leaf give it back on every "
+        "release",
     ),
     # ---- 2.15
     "loads_unregistered_message": Difference(

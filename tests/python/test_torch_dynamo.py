@@ -5,8 +5,8 @@ Proved here:
 * the Dynamo suite (harness/studies/dynamo_cases) at 10 leaves and its modules, each
   mode in a fresh process: where torch answers at the tracker level itself
   (tree_map and friends over builtin containers) or the case calls no
-  pytree function, Dynamo steps the same bytecodes and installs the same
-  guards with install() as without; on every other case (flatten, leaves,
+  pytree function, Dynamo steps no more bytecodes and installs no more
+  guards with install() than without (the same, where torch answers itself); on every other case (flatten, leaves,
   structure, unflatten, key paths, is_leaf, over every node kind, and
   tree_map over registered nodes) it steps at most half and installs no
   more guards; graphs (up to node names), graph breaks and outputs are
@@ -22,6 +22,7 @@ Proved here:
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import subprocess
 import sys
@@ -80,25 +81,67 @@ def study():
     return dynamo_study.run(cases=names)
 
 
-# torch 2.14 tracks OrderedDicts as ConstDictVariables, whose tree_map it
-# answers itself; torch 2.13 traces its tree_map there.
-TORCH_MAPS_ORDEREDDICT = hasattr(torch._dynamo.variables.dicts, "OrderedDictVariable")
+# Registered containers whose tree_map torch may answer at the tracker level
+# itself (OrderedDict where Dynamo tracks it as a dict, 2.12+; defaultdict
+# on 2.10-2.14): there cpytree leaves it to torch or answers it, and the
+# target is issue 19's for the tree_map family (<= 1.00x, no more guards).
+TORCH_MAYBE_MAPS = ("ordereddict", "defaultdict")
 
 
-# torch 2.15 tracks a defaultdict as a ConstDictVariable and its own
-# call_tree_map rebuilds it as a plain dict (a wrong result, without cpytree
-# too); cpytree answers those trees and returns the defaultdict, so the two
-# modes differ there by design and torch's counts are those of the wrong result.
-TORCH_MAPS_DEFAULTDICT_TO_DICT = issubclass(
-    getattr(torch._dynamo.variables, "DefaultDictVariable", object),
-    torch._dynamo.variables.ConstDictVariable,
-)
+def _uninstalled(fn):
+    """fn() with torch's own pytree (install() undone for the call if it was on)."""
+    was = cpytree.is_installed()
+    if was:
+        cpytree.uninstall()
+    try:
+        torch._dynamo.reset()
+        return fn()
+    finally:
+        torch._dynamo.reset()
+        if was:
+            cpytree.install()
+
+
+@functools.cache
+def _torch_maps_defaultdict_to_dict() -> bool:
+    """Whether torch's own compiled tree_map returns a defaultdict as a dict.
+
+    torch 2.15's call_tree_map clones the defaultdict's tracker and rebuilds
+    it as a plain dict (a wrong result, without cpytree too); cpytree answers
+    those trees there and returns the defaultdict, so the two modes differ by
+    design and torch's counts are those of the wrong result.
+    """
+    tree = collections.defaultdict(list, {"x": torch.ones(1)})
+    fn = torch.compile(lambda t: tp.tree_map(lambda v: v + 1, t), backend="eager")
+    return type(_uninstalled(lambda: fn(tree))) is dict
+
+
+@functools.cache
+def _torch_cannot_trace(case: str) -> bool:
+    """Whether torch's own fullgraph compile of `case` fails (torch 2.10 on a
+    tree_map over several trees of dataclasses: its traced flatten_up_to
+    raises inside the trace). torch's counts are then those of a frame it gave
+    up on; cpytree compiles it whole."""
+    from cpytree.harness.studies import dynamo_cases
+
+    fn, args = dynamo_cases.build(dynamo_cases.parse(case))
+
+    def compiles() -> bool:
+        try:
+            torch.compile(fn, backend="eager", fullgraph=True)(*args)
+        except torch._dynamo.exc.Unsupported:
+            return False
+        return True
+
+    return not _uninstalled(compiles)
 
 
 def _torch_wrong(case: str) -> bool:
     op, container, *_ = case.split("/")
     return (
-        TORCH_MAPS_DEFAULTDICT_TO_DICT and op.startswith("tree_map") and container == "defaultdict"
+        op.startswith("tree_map")
+        and container == "defaultdict"
+        and _torch_maps_defaultdict_to_dict()
     )
 
 
@@ -106,15 +149,20 @@ def _is_neutral(case: str) -> bool:
     op, container, *_ = case.split("/")
     if op == "zoo" or case in NEUTRAL_CASES:
         return True
-    if container == "ordereddict" and TORCH_MAPS_ORDEREDDICT:
-        return op in NEUTRAL_OPS
     return op in NEUTRAL_OPS and container in BUILTIN_CONTAINERS
+
+
+def _is_family(case: str) -> bool:
+    op, container, *_ = case.split("/")
+    return op in NEUTRAL_OPS and container in TORCH_MAYBE_MAPS and not _torch_wrong(case)
 
 
 def test_suite_graphs_breaks_and_outputs_are_identical(study):
     for row in study["rows"]:
         if _torch_wrong(row["case"]):
             assert not row["same_output"], row["case"]  # torch's is the dict
+        elif not row["same_graphs"] and _torch_cannot_trace(row["case"]):
+            assert row["same_output"], row["case"]  # torch ran it eagerly
         else:
             assert row["same_graphs"], row["case"]
             assert row["same_output"], row["case"]
@@ -126,8 +174,11 @@ def test_suite_is_dynamo_neutral_where_torch_has_its_own_paths(study):
     neutral = [row for row in study["rows"] if _is_neutral(row["case"])]
     assert len(neutral) > 10
     for row in neutral:
-        assert row["bytecodes"]["cpytree"] == row["bytecodes"]["torch"], row["case"]
-        assert row["guards"]["cpytree"] == row["guards"]["torch"], row["case"]
+        # Never more; fewer where this torch has no path of its own after all
+        # (torch 2.10's tree_map_with_path traces its tree_flatten_with_path,
+        # which cpytree answers: map_with_path/mixed/10 5801 -> 2162 bytecodes).
+        assert row["bytecodes"]["cpytree"] <= row["bytecodes"]["torch"], row["case"]
+        assert row["guards"]["cpytree"] <= row["guards"]["torch"], row["case"]
 
 
 def test_suite_fast_paths_step_at_most_half_with_no_more_guards(study):
@@ -138,7 +189,13 @@ def test_suite_fast_paths_step_at_most_half_with_no_more_guards(study):
     ]
     assert len(fast) >= 30
     for row in fast:
-        assert row["bytecodes"]["cpytree"] * 2 <= row["bytecodes"]["torch"], row["case"]
+        if _is_family(row["case"]):
+            assert row["bytecodes"]["cpytree"] <= row["bytecodes"]["torch"], row["case"]
+        elif row["bytecodes"]["cpytree"] * 2 > row["bytecodes"]["torch"]:
+            assert _torch_cannot_trace(row["case"]), row["case"]
+            continue  # torch's counts are of a frame it gave up on
+        else:
+            assert row["bytecodes"]["cpytree"] * 2 <= row["bytecodes"]["torch"], row["case"]
         assert row["guards"]["cpytree"] <= row["guards"]["torch"], row["case"]
 
 
@@ -288,6 +345,25 @@ def test_specs_leaving_the_graph_equal_torchs():
 
 
 @pytest.mark.usefixtures("installed")
+def test_key_paths_leave_the_graph_as_torchs_key_entries():
+    # torch 2.10/2.11 count no key class among Dynamo's constants: the entries
+    # are built by calling their classes there (no graph break), constants on 2.12+.
+    t = torch.ones(2)
+    tree = {"a": [t, (t,)], "b": Pt(t, None)}
+
+    def fn(tr, x):
+        return [(path, v if v is None else v * x) for path, v in tp.tree_leaves_with_path(tr)]
+
+    got = torch.compile(fn, backend="eager", fullgraph=True)(tree, 2)
+    want = _eager_torch(fn, tree, 2)
+    assert [path for path, _ in got] == [path for path, _ in want]
+    assert [type(k) for path, _ in got for k in path] == [tp.MappingKey, tp.SequenceKey,
+            tp.MappingKey, tp.SequenceKey, tp.SequenceKey, tp.MappingKey, tp.GetAttrKey,
+            tp.MappingKey, tp.GetAttrKey]  # fmt: skip
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(got, want, strict=True) if a is not None)
+
+
+@pytest.mark.usefixtures("installed")
 def test_unflatten_errors_are_torchs_inside_compiled_code():
     spec = tp.tree_structure([1, 2])
 
@@ -373,12 +449,23 @@ def test_spec_unflatten_falls_back_to_torchs_method_and_error():
         _, spec = tp.tree_flatten(tree)
         return spec.unflatten([x])  # one leaf for a two-leaf spec
 
-    with pytest.raises(
-        Exception, match="has length 1 but the spec refers to a pytree that holds 2 items"
-    ):
-        torch.compile(fn, backend="eager", fullgraph=True)(
-            [torch.ones(1), torch.ones(1)], torch.ones(1)
-        )
+    def raised():
+        torch._dynamo.reset()
+        with pytest.raises(Exception) as info:
+            torch.compile(fn, backend="eager", fullgraph=True)(
+                [torch.ones(1), torch.ones(1)], torch.ones(1)
+            )
+        return info.value
+
+    got = _eager_torch(lambda *_: raised(), None, None)  # torch's own compile, not installed
+    want, got = got, raised()
+    assert type(got) is type(want)
+    text = "has length 1 but the spec refers to a pytree that holds 2 items"
+    assert text in str(want)
+    if text not in str(got):  # torch 2.10: the ValueError Dynamo traced, its text in pieces
+        for part in ("raised exception ValueError", "`leaves` has length ", "'1'",
+                     " but the spec refers to a pytree that holds ", "'2'"):  # fmt: skip
+            assert part in str(got), part
 
 
 # --------------------------------------------------------------------------

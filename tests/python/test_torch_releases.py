@@ -139,6 +139,36 @@ def test_leafspec_copy_and_pickle() -> None:
         assert not any(m is tp.treespec_leaf() for m in theirs)
 
 
+def _loaded(spec: Any) -> tuple[list[tuple[str, bool]], list[type[Warning]]]:
+    """pickle.loads(pickle.dumps(spec)): each leaf's (class name, is treespec_leaf()), warnings."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = pickle.loads(pickle.dumps(spec))
+    leaves = loaded.children() if loaded.num_children else [loaded]
+    return [(type(m).__name__, m is tp.treespec_leaf()) for m in leaves], [
+        w.category for w in caught
+    ]
+
+
+def test_installed_engine_specs_pickle_their_leaves_as_this_torch() -> None:
+    # DIFFERENCES["leafspec_reduce"] for the engine's specs while installed:
+    # they pickle in torch's form, a leaf as this release's LeafSpec.__reduce__.
+    theirs = [_loaded(tp.treespec_leaf()), _loaded(tp.tree_structure([1, 2]))]
+    cpytree.install()
+    try:
+        engine = [tp.tree_structure(1), tp.tree_structure([1, 2])]
+        assert all(type(spec) is not tp.TreeSpec for spec in engine)  # the engine's
+        ours = [_loaded(spec) for spec in engine]
+    finally:
+        cpytree.uninstall()
+    assert ours == theirs
+    if RELEASE >= (2, 14):
+        assert theirs[1] == ([("LeafSpec", True)] * 2, [])
+    else:
+        # one new LeafSpec (the two leaves are one object in the pickle), one warning
+        assert theirs[1] == ([("LeafSpec", False)] * 2, [FutureWarning])
+
+
 def test_malformed_leaf_spec() -> None:
     # DIFFERENCES["leaf_assert_messages"]
     for args in ((None, 1, []), (None, None, [1])):

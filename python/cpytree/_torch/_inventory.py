@@ -231,7 +231,7 @@ INVENTORY: tuple[Name, ...] = (
     _T(_V, "VariableTracker.is_constant_none", "call", "walk"),
     _T(_V, "VariableTracker.call_function", "call", "walk"),
     _T(_V, "ConstantVariable.create", "call", "all_any spec_object unflatten"),
-    _T(_V, "ConstantVariable.is_literal", "call", "unflatten"),
+    _T(_V, "ConstantVariable.is_literal", "call", "unflatten key_paths"),
     _T(_V, "ListVariable", "call", "walk"),
     _T(_V, "ListVariable.items", "read", "walk", kind="field"),
     _T(_V, "TupleVariable", "call", "walk"),
@@ -249,6 +249,11 @@ INVENTORY: tuple[Name, ...] = (
        optional=True, group="hashable-vt"),
     _T("torch._dynamo.variables.dicts", "ConstDictVariable._HashableTracker.vt", "read", "dict",
        kind="field", optional=True, group="hashable-vt"),
+    # a defaultdict tracker's factory, read where its traced getattr is not answered (2.10)
+    _T(_V, "DefaultDictVariable.default_factory", "read", "dict", kind="field", optional=True),
+    # whether torch's own tree_map rebuilds a defaultdict as a dict (2.15: one reconstruct)
+    _T(_V, "DefaultDictVariable.reconstruct", "read", "tree_map", optional=True),
+    _T(_V, "ConstDictVariable.reconstruct", "read", "tree_map", optional=True),
     _T(_V, "UserDefinedObjectVariable", "subclass", "spec_object flatten_spec"),
     _T(_V, "UserDefinedObjectVariable.var_getattr", "patch", "spec_object", optional=True,
          group="getattr"),
@@ -281,9 +286,9 @@ INVENTORY: tuple[Name, ...] = (
     _T(_TP, "_list_flatten_with_keys", "read", "key_paths"),
     _T(_TP, "_tuple_flatten_with_keys", "read", "key_paths"),
     _T(_TP, "register_dataclass", "read", "key_paths"),  # its _flatten_fn_with_keys
-    _T(_S, "GlobalSource", "call", "registered"),
-    _T(_B, "VariableBuilder", "call", "registered"),
-    _T(_O, "OutputGraph.install_global_by_id", "call", "registered spec_object"),
+    _T(_S, "GlobalSource", "call", "registered key_paths"),  # key classes on 2.10-2.11
+    _T(_B, "VariableBuilder", "call", "registered key_paths"),
+    _T(_O, "OutputGraph.install_global_by_id", "call", "registered spec_object key_paths"),
     _T("torch._guards", "Source.make_guard", "call", "walk"),
     _T(_V, "VariableTracker.source", "read", "dict flatten_spec", kind="field"),
     _T(_V, "UserDefinedObjectVariable.value", "read", "spec_object flatten_spec unflatten",
@@ -337,6 +342,14 @@ VERSIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     (f"{_HT}.dicts.ConstDictVariable._HashableTracker.vt",
      ("present", "present", "absent", "absent", "absent", "absent"),
      "a dict key's tracker: `key.vt` read either way (2.12+: in hashable.py)"),
+    (f"{_V}.DefaultDictVariable.default_factory",
+     ("present", "present", "present", "present", "present", "present"),
+     "a defaultdict's factory: read from the field on 2.10, whose tracker answers no traced "
+     "getattr of it (2.11+: the getattr returns this field)"),
+    (f"{_V}.DefaultDictVariable.reconstruct",
+     ("present", "present", "present", "present", "present", "present"),
+     "its own on 2.10-2.14 (torch's tree_map over a defaultdict is right: left to torch); "
+     "2.15 inherits ConstDictVariable's (torch's is a plain dict: cpytree answers it)"),
     (f"{_S}.ImportSource",
      ("absent", "present", "present", "present", "present", "present"),
      "the source of `torch` for the guard on torch.fx's registry"),

@@ -57,7 +57,9 @@ leaf's type is a registered node.
   (a guard on a symbolic value, a graph break on a tensor, as in torch).
 * With-path functions: the key entries (SequenceKey(i), MappingKey(k),
   GetAttrKey(field)) are constants derived from the same structure the
-  guards above pin, so no guard of their own is needed.
+  guards above pin, so no guard of their own is needed (torch 2.10-2.11,
+  whose Dynamo has no constant of a key class: new objects of the class,
+  reached through a global as torch's traced walk reaches it, `_key_entry`).
 * tree_all / tree_any (and `_only`): the walk is lazy and stops at the
   deciding leaf as torch's does; the guards are the flatten path's for the
   nodes reached (`_all_any`).
@@ -117,6 +119,7 @@ TorchSource = _torch("torch._dynamo.source", "TorchSource")  # 2.10
 BuiltinVariable = _torch(_V, "BuiltinVariable")
 ConstantVariable = _torch(_V, "ConstantVariable")
 ConstDictVariable = _torch(_V, "ConstDictVariable")
+DefaultDictVariable = _torch(_V, "DefaultDictVariable")
 ListVariable = _torch(_V, "ListVariable")
 NamedTupleVariable = _torch(_V, "NamedTupleVariable")
 TupleVariable = _torch(_V, "TupleVariable")
@@ -166,6 +169,15 @@ _ALL_ANY = {
 _WITH_PATH = frozenset({"tree_flatten_with_path", "tree_leaves_with_path"})
 
 _LEAF_SPEC = tp.treespec_leaf() if hasattr(tp, "treespec_leaf") else None
+
+# torch 2.15's call_tree_map answers a defaultdict (a ConstDictVariable) with
+# a clone its DefaultDictVariable does not rebuild itself: ConstDictVariable's
+# reconstruct makes it a plain dict (torch's result is wrong). 2.10-2.14's
+# DefaultDictVariable has its own reconstruct: torch's answer is right there
+# and cheaper, and those trees are left to it (VERSIONS).
+_TORCH_MAPS_DEFAULTDICT_TO_DICT = getattr(DefaultDictVariable, "reconstruct", None) is getattr(
+    ConstDictVariable, "reconstruct", 0
+)
 _NAMED = collections.namedtuple
 
 
@@ -205,6 +217,27 @@ def _guard_registry() -> None:
     # What is a node is what torch's registry holds now: any registration
     # after compiling fails this guard (tracing torch's code installs it too).
     install_guard(get_pytree_SUPPORTED_NODES_source().make_guard(GuardBuilder.DICT_KEYS_MATCH))
+
+
+def _path_off_for(vt: Any) -> bool:
+    """Whether `vt`, not realized yet, is a node kind whose fast path is off.
+
+    Realizing an input here and then falling back would leave its wrapping
+    guard (a TYPE_MATCH) created at another point of the trace than the one
+    torch's traced code creates for the same input: the same check, counted
+    twice (the one extra guard of a dict-path-off trace on torch 2.15). The
+    lazy tracker's type is read without realizing it (tree_map's names).
+    """
+    if "tree_map" not in _ON or not isinstance(vt, LazyVariableTracker) or vt.is_realized():
+        return False
+    python_type = vt.peek_type()
+    if python_type is dict:
+        return "dict" not in _ON
+    if tp.is_namedtuple_class(python_type):
+        return "namedtuple" not in _ON
+    if python_type in (list, tuple) or python_type not in tp.SUPPORTED_NODES:
+        return False
+    return "registered" not in _ON
 
 
 class _Walk:
@@ -263,6 +296,8 @@ class _Walk:
             decided = self.is_leaf.call_function(self.tx, [vt], {})
             if _truth(self.tx, decided):
                 return vt, None, None, [], []
+        if _path_off_for(vt):
+            raise _Fallback  # before realizing it: see _path_off_for
         vt = vt.realize()
         kind = type(vt)
         if kind is ListVariable or kind is TupleVariable:
@@ -314,7 +349,12 @@ class _Walk:
             self.tx, [vt, ConstantVariable.create("default_factory")], {}
         )
         if not read.is_python_constant():
-            raise _Fallback
+            # torch 2.10: the tracker answers no getattr of its factory (a
+            # GetAttrVariable); its field is what 2.11+'s getattr returns, the
+            # tracker the builder made (guarded) for an input's factory.
+            read = getattr(vt, "default_factory", None)  # VERSIONS
+            if read is None or not read.is_python_constant():
+                raise _Fallback
         _, _, keys, children, paths = self._mapping(vt, path)
         context = [read.as_python_constant(), keys]
         return None, collections.defaultdict, context, children, paths
@@ -528,10 +568,30 @@ def _constant_spec(vt: Any) -> Any:
 def _with_paths(tx: Any, walk: _Walk) -> Any:
     """The list of (key path, leaf) pairs, the key entries as constants."""
     pairs: list[Any] = [
-        TupleVariable([TupleVariable([VariableTracker.build(tx, k) for k in path]), leaf])
+        TupleVariable([TupleVariable([_key_entry(tx, k) for k in path]), leaf])
         for path, leaf in zip(walk.paths, walk.leaves, strict=True)
     ]
     return ListVariable(pairs, mutation_type=ValueMutationNew())
+
+
+# torch's key classes and the field each one's constructor takes.
+_KEY_FIELDS = {tp.SequenceKey: "idx", tp.MappingKey: "key", tp.GetAttrKey: "name"}
+
+
+def _key_entry(tx: Any, key: Any) -> Any:
+    """The tracker of one key entry of a key path.
+
+    torch 2.12+ counts its key classes among Dynamo's constants; 2.10 and
+    2.11 do not (their sourceless builder cannot wrap one: a graph break), so
+    there the entry is built as torch's traced key-path walk builds it, by
+    calling its class, reached through a global (a new object Dynamo can
+    rebuild; the class's guard is one torch's traced walk installs too).
+    """
+    field = _KEY_FIELDS.get(type(key))
+    if field is None or ConstantVariable.is_literal(key):
+        return VariableTracker.build(tx, key)
+    value = VariableTracker.build(tx, getattr(key, field))
+    return _sourced_function(tx, type(key)).call_function(tx, [value], {})
 
 
 def _is_registered_node(vt: Any) -> bool:
@@ -552,8 +612,8 @@ def _is_registered_node(vt: Any) -> bool:
         return False
     if python_type not in tp.SUPPORTED_NODES:
         return False
-    if python_type is collections.defaultdict:
-        return True  # a ConstDictVariable on torch 2.15: see _holds_defaultdict
+    if python_type is collections.defaultdict and _TORCH_MAPS_DEFAULTDICT_TO_DICT:
+        return True  # see _holds_defaultdict
     return not isinstance(vt.realize(), ConstDictVariable)
 
 
@@ -602,7 +662,9 @@ def _tree_map(tx: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     if len(args) < 2 or kwargs.keys() - {"is_leaf"}:
         return None
     map_fn, tree, *rests = args
-    if not _is_registered_node(tree) and not _holds_defaultdict(tree):
+    if not _is_registered_node(tree) and not (
+        _TORCH_MAPS_DEFAULTDICT_TO_DICT and _holds_defaultdict(tree)
+    ):
         return None  # torch's call_tree_map
     walk = _flatten(tx, [tree], kwargs, with_paths=False)
     if walk is None or not _buildable(walk.tree_spec):
