@@ -30,7 +30,9 @@ count and whether cpytree is installed there: the deterministic count beside the
 and the sidecar's start alone, in this process (so --instructions counts it): the
 statement is `import torch._inductor.compile_worker.__main__`, what the sidecar
 (`python .../compile_worker/__main__.py`) imports before it serves; its
-`import torch` runs the entry point. The forked workers inherit the sidecar's state.
+`import torch` runs the entry point, which leaves the sidecar as torch ships it
+(`sys.argv[0]` is set to the sidecar's script, as in the real one). The forked
+workers inherit the sidecar's state.
 
   sidecar-off       the entry point visible, CPYTREE_INSTALL=0
   sidecar-autoload  the entry point visible, autoload on
@@ -83,6 +85,10 @@ if case not in IMPORT_TORCH + SIDECAR and case != "cold":
     import torch  # noqa: F401
 if case in WORKERS:
     from torch._inductor.compile_worker.subproc_pool import SubprocPool
+if case in SIDECAR:  # this process stands for the sidecar, as `python <its __main__.py>`
+    import importlib.util, os
+    torch_dir = os.path.dirname(importlib.util.find_spec("torch").origin)
+    sys.argv[0] = os.path.join(torch_dir, "_inductor", "compile_worker", "__main__.py")
 worker = None
 before = set(sys.modules)
 if profile:

@@ -10,12 +10,18 @@ torch calls every entry point of that group at the end of `import torch`
   later (the test suite, a benchmark) meets it exactly as without autoload;
 * even an `import cpytree` that raised could not make `import torch` fail.
 
+Inductor's compile-worker sidecar (`python .../torch/_inductor/compile_worker/
+__main__.py`, started by every `SubprocPool`; its workers fork from it) is
+left as torch ships it: it runs Inductor's kernel-compile jobs only, which
+never call pytree, so install() there would only make every pool start later.
+
 The decision and the install itself are `cpytree._torch._autoload.autoload`.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 __all__ = ["autoload"]
 
@@ -23,10 +29,17 @@ __all__ = ["autoload"]
 # cpytree._torch._autoload._OFF (tests/python/test_autoload.py checks it).
 _OFF = frozenset({"0", "false", "no", "off"})
 
+# The script torch's SubprocPool runs as its compile-worker sidecar.
+_COMPILE_WORKER = os.path.join("torch", "_inductor", "compile_worker", "__main__.py")
+
+
+def _in_compile_worker() -> bool:
+    return bool(sys.argv) and sys.argv[0].endswith(_COMPILE_WORKER)
+
 
 def autoload() -> None:
     """install() unless CPYTREE_INSTALL switches it off; never raises."""
-    if os.environ.get("CPYTREE_INSTALL", "").strip().lower() in _OFF:
+    if os.environ.get("CPYTREE_INSTALL", "").strip().lower() in _OFF or _in_compile_worker():
         return
     try:
         from cpytree._torch._autoload import autoload as run

@@ -11,6 +11,7 @@ the same process. Networking stays on 127.0.0.1 (gloo on `lo`).
 from __future__ import annotations
 
 import json
+import os
 import socket
 import textwrap
 
@@ -150,7 +151,10 @@ def test_spawn_and_dataloader_workers(tmp_path):
 
 
 # The sidecar of Inductor's SubprocPool is a fresh `python .../compile_worker/__main__.py`;
-# its workers fork from it. A job reports the worker's state.
+# its workers fork from it. A job reports the worker's state: the sidecar is
+# left as torch ships it (it runs kernel-compile jobs only, which never call
+# pytree; _cpytree_autoload returns before importing cpytree there), while
+# the process that started the pool is installed.
 _COMPILE_WORKERS = _STATE + textwrap.dedent(
     """
     import json, sys
@@ -158,11 +162,12 @@ _COMPILE_WORKERS = _STATE + textwrap.dedent(
     from torch._inductor.compile_worker.subproc_pool import SubprocPool
     pool = SubprocPool(2)
     try:
-        job = "(lambda cp: cp is not None and cp.is_installed())(__import__('sys').modules.get('cpytree'))"
+        job = "sorted(m for m in __import__('sys').modules if m.split('.')[0] in ('cpytree', '_cpytree_autoload'))"
         worker = pool.submit(eval, job).result(timeout=120)
+        argv0 = pool.submit(eval, "__import__('sys').argv[0]").result(timeout=120)
     finally:
         pool.shutdown()
-    print(json.dumps({"main": installed(), "worker": worker}))
+    print(json.dumps({"main": installed(), "worker": worker, "sidecar": argv0}))
     """
 )
 
@@ -173,7 +178,13 @@ def test_inductor_compile_workers(tmp_path):
     env = child_env(tmp_path / "ep", CPYTREE_INSTALL=None)
     proc = run([str(script)], env, timeout=300)
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert got == {"main": True, "worker": True}
+    assert got["sidecar"].endswith(
+        os.path.join("torch", "_inductor", "compile_worker", "__main__.py")
+    )
+    assert {"main": got["main"], "worker": got["worker"]} == {
+        "main": True,
+        "worker": ["_cpytree_autoload"],
+    }
 
 
 _EXPORT = _STATE + textwrap.dedent(

@@ -23,6 +23,8 @@ unset or empty (the default)        install()                 nothing (no torch 
 calls no entry point, so `import torch` installs nothing, whatever
 CPYTREE_INSTALL says (`CPYTREE_INSTALL=1` still installs at `import
 cpytree`). Explicit `cpytree.install()` works under every setting.
+Inductor's compile-worker sidecar never installs at `import torch` (it runs
+kernel-compile jobs only, which never call pytree; see `_cpytree_autoload`).
 
 autoload() never raises: a failing install() has already put torch back as
 it was (install() undoes its own steps); autoload() then warns once, naming
