@@ -152,14 +152,7 @@ AUTOLOAD_CASES = (
 )
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The cases whose `import torch` sees cpytree's entry point.
-_WITH_ENTRY_POINT = (
-    "autoload",
-    "autoload-off",
-    "workers-off",
-    "workers-autoload",
-    "sidecar-off",
-    "sidecar-autoload",
-)
+_WITH_ENTRY_POINT = tuple(case for case in AUTOLOAD_CASES if case != "torch-only")
 _DIST_DIRS: dict[bool, str] = {}
 
 
