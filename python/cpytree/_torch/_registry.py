@@ -283,8 +283,6 @@ class RegistrySync:
         While following, cpytree's own registration of `cls` wins (nothing
         is copied). While joined, the copy replaces it until `leave()`.
         """
-        if self._tp is None or cls in self._builtins:
-            return
         with _registry_lock():
             self._from_torch_locked(cls)
 
