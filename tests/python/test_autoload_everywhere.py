@@ -41,13 +41,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _results(stdout: str) -> list[dict]:
-    return [json.loads(line[7:]) for line in stdout.splitlines() if line.startswith("RESULT ")]
-
-
 _RANK = _STATE + textwrap.dedent(
     """
-    import copy, json
+    import copy, json, pathlib, sys
     import torch, torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
@@ -75,11 +71,13 @@ _RANK = _STATE + textwrap.dedent(
         for p, q in zip(model.parameters(), ref.parameters())
     )
     dist.destroy_process_group()
-    print("RESULT " + json.dumps({
+    # One file per rank: the ranks share torchrun's stdout, where their lines
+    # can interleave.
+    pathlib.Path(sys.argv[1], f"rank{rank}.json").write_text(json.dumps({
         "rank": rank, "installed": installed(),
         "dtensor": torch.equal(full, x * 2),
         "fsdp_out": torch.allclose(out, ref_out, atol=1e-6), "fsdp_grads": grads,
-    }), flush=True)
+    }))
     """
 )
 
@@ -89,9 +87,11 @@ def test_torchrun_gloo_ranks_run_dtensor_and_fsdp2(tmp_path):
     script.write_text(_RANK)
     env = child_env(tmp_path / "ep", CPYTREE_INSTALL=None, GLOO_SOCKET_IFNAME="lo")
     args = ["-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=2"]
-    args += ["--master-addr=127.0.0.1", f"--master-port={_free_port()}", str(script)]
-    proc = run(args, env, timeout=240)
-    got = sorted(_results(proc.stdout), key=lambda r: r["rank"])
+    out = tmp_path / "results"
+    out.mkdir()
+    args += ["--master-addr=127.0.0.1", f"--master-port={_free_port()}", str(script), str(out)]
+    run(args, env, timeout=240)
+    got = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert got == [
         {"rank": r, "installed": True, "dtensor": True, "fsdp_out": True, "fsdp_grads": True}
         for r in (0, 1)
