@@ -30,8 +30,8 @@ class Flattener {
       : is_leaf_(is_leaf), b_(b), limit_(DepthLimit()), path_(path ? path : &own_path_) {}
 
   bool Visit(PyObject* obj, int depth) {
-    if (CPYTREE_UNLIKELY(depth > limit_)) {
-      RaiseDepthError("pytree flatten", limit_);
+    if (limit_.Exceeded(depth)) {
+      RaiseDepthError("pytree flatten", limit_.Reached(depth));
       return false;
     }
     if constexpr (kHasIsLeaf) {
@@ -334,7 +334,7 @@ class Flattener {
 
   PyObject* is_leaf_;
   SpecBuilder* b_;
-  int limit_;
+  DepthBound limit_;
   // Path mode: owned keys from the root to the node; a sub-flattener
   // (VisitApart) shares its starter's.
   std::vector<PyObject*> own_path_;

@@ -218,7 +218,7 @@ PyObject* PyTreeIter(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObjec
   it->root = Py_NewRef(parsed[0]);
   it->is_leaf = parsed[1] == nullptr || parsed[1] == Py_None ? nullptr : Py_NewRef(parsed[1]);
   it->frames = frames.release();
-  it->limit = DepthLimit();
+  it->limit = IterativeDepthLimit();  // a heap stack of frames: no C stack per level
   it->running = 0;
   PyObject_GC_Track(reinterpret_cast<PyObject*>(it));
   return reinterpret_cast<PyObject*>(it);

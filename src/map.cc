@@ -66,8 +66,8 @@ class Mapper {
 
   // The mapped tree (new reference) or null with an exception.
   PyObject* Visit(PyObject* obj, int depth) {
-    if (CPYTREE_UNLIKELY(depth > limit_)) {
-      RaiseDepthError("pytree map", limit_);
+    if (limit_.Exceeded(depth)) {
+      RaiseDepthError("pytree map", limit_.Reached(depth));
       return nullptr;
     }
     if constexpr (kHasIsLeaf) {
@@ -253,7 +253,7 @@ class Mapper {
   PyObject* func_;
   PyObject* is_leaf_;
   SpecBuilder* b_;
-  int limit_;
+  DepthBound limit_;
   LeafFilter filter_;
 };
 

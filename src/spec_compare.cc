@@ -37,14 +37,15 @@ bool AppendTypeName(std::string* out, SpecView v, std::int64_t i) {
 }
 
 // torch: TreeSpec(<type.__name__>, <context>, [<child>,\n<indent><child>...])
-bool ReprNode(std::string* out, SpecView v, std::int64_t i, int indent, int depth, int limit) {
+bool ReprNode(std::string* out, SpecView v, std::int64_t i, int indent, int depth,
+              const DepthBound& limit) {
   const Node& n = v.nodes[i];
   if (n.kind == NodeKind::kLeaf) {
     out->push_back('*');
     return true;
   }
-  if (depth > limit) {
-    RaiseDepthError("TreeSpec repr", limit);
+  if (limit.Exceeded(depth)) {
+    RaiseDepthError("TreeSpec repr", limit.Reached(depth));
     return false;
   }
   out->append("TreeSpec(");

@@ -88,8 +88,8 @@ class SpecFlattener {
       out_->push_back(node);
       return true;
     }
-    if (CPYTREE_UNLIKELY(depth > limit_)) {
-      RaiseDepthError("pytree flatten against a spec", limit_);
+    if (limit_.Exceeded(depth)) {
+      RaiseDepthError("pytree flatten against a spec", limit_.Reached(depth));
       return false;
     }
     if constexpr (kMode != Walk::kFx) {
@@ -678,7 +678,7 @@ class SpecFlattener {
   std::vector<std::int64_t>& idx_;  // child indices of the nodes being visited
   std::vector<PyObject*>& keys_;    // a dict's keys (empty between uses)
   PathError err_;                   // a mismatch and its key path, collected while unwinding
-  int limit_;
+  DepthBound limit_;
 };
 
 template <Walk kMode>

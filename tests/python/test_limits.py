@@ -209,6 +209,7 @@ def run_all(tag):
             results[tag + name] = "RecursionError: " + str(exc)
 
 run_all("main:")
+threading.stack_size({stack})
 t = threading.Thread(target=run_all, args=("thread:",))
 t.start()
 t.join()
@@ -217,8 +218,8 @@ print(json.dumps(results))
 """
 
 
-def _deep(limit, depth):
-    proc = run_child(DEEP.format(limit=limit, depth=depth), timeout=300)
+def _deep(limit, depth, stack=0):
+    proc = run_child(DEEP.format(limit=limit, depth=depth, stack=stack), timeout=300)
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-3000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -245,6 +246,29 @@ def test_just_under_the_cap_works_in_threads(engine_on):
     results = _deep(limit=10**6, depth=ENGINE_CAP - 100)
     bad = {k: v for k, v in results.items() if v != "ok"}
     assert not bad, bad
+
+
+@skip_sanitized
+def test_a_small_thread_stack_stops_every_traversal_before_it_overflows(engine_on):
+    # 1 MiB holds a few thousand levels. Past a depth that fits at any frame
+    # size, every level compares the stack pointer with the thread's floor, so
+    # the traversal stops where the stack does, whatever the compiler's frames
+    # (a gcc build's spec walk took ~430 bytes a level on 3.13t, more than the
+    # fixed per-level estimate this replaced, and overflowed at 19,408 levels).
+    depth = 12_000  # fits the main thread's 8 MiB at any measured frame size
+    results = _deep(limit=10**6, depth=depth, stack=1 << 20)
+    reached = {}
+    for name, got in results.items():
+        if name.startswith("main:"):
+            assert got == "ok", (name, got)
+            continue
+        if got != "ok":  # a walk with small frames may finish in 1 MiB
+            assert got.startswith("RecursionError: maximum recursion depth exceeded in "), got
+            reached[name] = int(got.split("nested deeper than ")[1].split()[0])
+    assert {"thread:tree_flatten", "thread:tree_map", "thread:flatten_up_to"} <= reached.keys()
+    # Stopped by the stack (not the depth limit): at least what 1 MiB less
+    # the 256 KiB kept free holds at 1 KiB a level.
+    assert all(768 < n < depth - 1 for n in reached.values()), reached
 
 
 # ---------------------------------------------------------------- shutdown
