@@ -363,6 +363,41 @@ def test_key_paths_leave_the_graph_as_torchs_key_entries():
     assert all(torch.equal(a, b) for (_, a), (_, b) in zip(got, want, strict=True) if a is not None)
 
 
+def _graph_inputs(fn, *args) -> list[str]:
+    """The placeholders of the one graph of fn's fullgraph compile, in order."""
+    names: list[str] = []
+
+    def backend(gm, example_inputs):
+        names.extend(n.target for n in gm.graph.nodes if n.op == "placeholder")
+        return gm
+
+    torch._dynamo.reset()
+    torch.compile(fn, backend=backend, fullgraph=True)(*args)
+    return names
+
+
+@pytest.mark.usefixtures("installed")
+def test_flatten_spec_graph_inputs_come_in_torchs_order():
+    # torch 2.10-2.11 realize every node of the tree as torch.fx's recursion is
+    # inlined (every leaf a graph input before `x`); 2.12+ meet `x` after the
+    # first leaf. The fast path realizes as this torch's own trace does.
+    import torch.fx._pytree as fx
+
+    t = [torch.full((1,), float(i)) for i in range(5)]
+    tree = {"a": [(t[0], t[1]), (t[2], t[3])], "b": [t[4]]}
+
+    def graph_inputs():
+        spec = tp.tree_structure(tree)
+        return _graph_inputs(lambda tr, x: [v + x for v in fx.tree_flatten_spec(tr, spec)], tree,
+                             torch.ones(1))  # fmt: skip
+
+    want = _uninstalled(graph_inputs)
+    got = graph_inputs()
+    assert got == want
+    assert sorted(got) == sorted(["L_x_", "L_tr_a_0_0_", "L_tr_a_0_1_", "L_tr_a_1_0_",
+                                  "L_tr_a_1_1_", "L_tr_b_0_"])  # fmt: skip
+
+
 @pytest.mark.usefixtures("installed")
 def test_unflatten_errors_are_torchs_inside_compiled_code():
     spec = tp.tree_structure([1, 2])
