@@ -118,10 +118,11 @@ def _torch_maps_defaultdict_to_dict() -> bool:
 
 @functools.cache
 def _torch_cannot_trace(case: str) -> bool:
-    """Whether torch's own fullgraph compile of `case` fails (torch 2.10 on a
-    tree_map over several trees of dataclasses: its traced flatten_up_to
-    raises inside the trace). torch's counts are then those of a frame it gave
-    up on; cpytree compiles it whole."""
+    """Whether torch's own fullgraph compile of `case` fails (torch 2.10 and
+    2.11 on a tree_map over several trees of dataclasses: 2.10's traced
+    flatten_up_to raises inside the trace, 2.11 breaks the graph there).
+    torch's counts are then those of a frame it gave up on; cpytree compiles
+    it whole."""
     from cpytree.harness.studies import dynamo_cases
 
     fn, args = dynamo_cases.build(dynamo_cases.parse(case))
@@ -159,15 +160,21 @@ def _is_family(case: str) -> bool:
 
 def test_suite_graphs_breaks_and_outputs_are_identical(study):
     for row in study["rows"]:
+        given_up = False
         if _torch_wrong(row["case"]):
             assert not row["same_output"], row["case"]  # torch's is the dict
         elif not row["same_graphs"] and _torch_cannot_trace(row["case"]):
             assert row["same_output"], row["case"]  # torch ran it eagerly
+            given_up = True
         else:
             assert row["same_graphs"], row["case"]
             assert row["same_output"], row["case"]
         assert row["graphs"]["torch"] == row["graphs"]["cpytree"] == 1, row["case"]
-        assert row["graph_breaks"]["torch"] == row["graph_breaks"]["cpytree"] == 0, row["case"]
+        # No break with install(); torch's own code breaks where it cannot
+        # trace the case (torch 2.11: tree_map_nary/dataclass, 1 break).
+        assert row["graph_breaks"]["cpytree"] == 0, row["case"]
+        if not given_up:
+            assert row["graph_breaks"]["torch"] == 0, row["case"]
 
 
 def test_suite_is_dynamo_neutral_where_torch_has_its_own_paths(study):
