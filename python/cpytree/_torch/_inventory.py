@@ -306,6 +306,10 @@ INVENTORY: tuple[Name, ...] = (
     _T(_FX, "_list_flatten_spec", "read", "flatten_spec"),
     _T(_FX, "_tuple_flatten_spec", "read", "flatten_spec"),
     _T(_FX, "_namedtuple_flatten_spec", "read", "flatten_spec"),
+    # whether inlining a call realizes its first argument (2.10-2.11: torch.fx's walk
+    # realizes every node, and the fast path does too)
+    _T("torch._dynamo.symbolic_convert", "InliningInstructionTranslator.build_inline_tracer",
+       "read", "flatten_spec", optional=True),
     # its checks are reproduced by _up_to
     _T(_TP, "TreeSpec.flatten_up_to", "call", "tree_map spec_object"),
     _T(_TP, "TreeSpec.children", "call", "unflatten tree_map flatten_spec spec_object"),
@@ -350,6 +354,11 @@ VERSIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      ("present", "present", "present", "present", "present", "present"),
      "its own on 2.10-2.14 (torch's tree_map over a defaultdict is right: left to torch); "
      "2.15 inherits ConstDictVariable's (torch's is a plain dict: cpytree answers it)"),
+    ("torch._dynamo.symbolic_convert.InliningInstructionTranslator.build_inline_tracer",
+     ("present", "present", "present", "present", "present", "present"),
+     "2.10-2.11 realize the first argument of every inlined call (no `peek_type` in its "
+     "code): tree_flatten_spec's fast path realizes each node as tracing torch.fx's "
+     "recursion does, so the graph's inputs come in torch's order; 2.12+ leave it lazy"),
     (f"{_S}.ImportSource",
      ("absent", "present", "present", "present", "present", "present"),
      "the source of `torch` for the guard on torch.fx's registry"),

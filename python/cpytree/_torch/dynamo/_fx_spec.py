@@ -37,6 +37,27 @@ from ._trackers import (
 __all__ = ["flatten_spec"]
 
 
+def _inlining_realizes_first_argument() -> bool:
+    """Whether Dynamo realizes the first argument of every call it inlines.
+
+    torch 2.10-2.11's `build_inline_tracer` asks `isinstance(args[0],
+    NNModuleVariable)` of every inlined call, which realizes a lazy tracker:
+    tracing torch.fx's recursive `tree_flatten_spec(child, child_spec)`
+    realizes every node of the tree, each leaf a graph input in tree order,
+    before the compiled code's next read. 2.12+ peeks at a lazy tracker's
+    type instead (`peek_type`) and leaves it lazy (VERSIONS).
+    """
+    from .._inventory import lookup
+
+    method = lookup("torch._dynamo.symbolic_convert",
+                    "InliningInstructionTranslator.build_inline_tracer")  # VERSIONS  # fmt: skip
+    code = getattr(method, "__code__", None)
+    return code is not None and "peek_type" not in code.co_names
+
+
+_REALIZES_FIRST_ARGUMENT = _inlining_realizes_first_argument()
+
+
 def _guard_fx_registry(tx: Any) -> None:
     # torch.fx's own registry decides how each spec node is read: a
     # registration after compiling recompiles. (Its keys are types: the
@@ -114,6 +135,8 @@ def _closure_check(vt: Any, spec: Any) -> None:
 def _spec_leaves(fn_vt: Any, tx: Any, vt: Any, spec: Any, out: list[Any]) -> None:
     import torch.fx._pytree as fx
 
+    if _REALIZES_FIRST_ARGUMENT:  # as inlining torch.fx's call on this node does
+        vt = vt.realize()
     if spec.is_leaf():
         out.append(vt)
         return
