@@ -136,11 +136,13 @@ Py_hash_t ContextHash(SpecView v, std::int64_t i) {
     case NodeKind::kCustom: {
       // A constant's context hashes by its value; other custom contexts may
       // be unhashable, so torch leaves them out (hashes None). While specs
-      // pose as torch's, only torch's ConstantNode counts, as in torch's
-      // __hash__: an engine spec must hash like the torch spec it equals
-      // (the fuzzer's torch mode found cpytree's ConstantNode hashed by value
-      // here and None by torch).
-      PyObject* own = g_torch.tree_spec != nullptr ? nullptr : g_constant_types;
+      // pose as torch's (g_torch.as_torch), only torch's ConstantNode counts,
+      // as in torch's __hash__: an engine spec must hash like the torch spec
+      // it equals (the fuzzer's torch mode found cpytree's ConstantNode
+      // hashed by value here and None by torch). Not whether the classes are
+      // set: they stay after uninstall(), and specs made before install()
+      // must hash as they did once it is undone.
+      PyObject* own = g_torch.as_torch ? nullptr : g_constant_types;
       for (PyObject* types : {own, g_torch.constant_node}) {
         if (types == nullptr) continue;
         int is_constant = PyObject_IsInstance(items[1], types);

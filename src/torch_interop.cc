@@ -46,14 +46,14 @@ PyObject* PySetTorchSpecClasses(PyObject*, PyObject* const* args, Py_ssize_t nar
   for (int k = 0; k < 4; ++k) {
     ft::ReplaceSetting(slots[k], args[k] == Py_None ? nullptr : args[k]);
   }
-  g_torch.pickle_as_torch = g_torch.tree_spec != nullptr;
+  g_torch.as_torch = g_torch.tree_spec != nullptr;
   Py_RETURN_NONE;
 }
 
 PyObject* PySetTorchPickling(PyObject*, PyObject* flag) {
   int on = PyObject_IsTrue(flag);
   if (on < 0) return nullptr;
-  g_torch.pickle_as_torch = on && g_torch.tree_spec != nullptr;
+  g_torch.as_torch = on && g_torch.tree_spec != nullptr;
   Py_RETURN_NONE;
 }
 

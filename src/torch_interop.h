@@ -19,10 +19,11 @@ struct TorchSpecClasses {
   PyObject* leaf_spec = nullptr;      // torch.utils._pytree.LeafSpec
   PyObject* treespec_leaf = nullptr;  // torch.utils._pytree.treespec_leaf
   PyObject* constant_node = nullptr;  // torch.utils._pytree.ConstantNode
-  // Pickle engine specs in torch's form: on while install() is in effect,
-  // off after uninstall() (the classes stay: specs made while installed live
-  // on in torch objects that torch's isinstance checks must still accept).
-  bool pickle_as_torch = false;
+  // Engine specs pose as torch's (pickled in torch's form, constant contexts
+  // hashed by torch's rule): on while install() is in effect, off after
+  // uninstall() (the classes stay: specs made while installed live on in
+  // torch objects that torch's isinstance checks must still accept).
+  bool as_torch = false;
 };
 extern TorchSpecClasses g_torch;
 
@@ -36,9 +37,9 @@ bool IsAnySpec(PyObject* obj);
 bool IsTorchSpec(PyObject* obj);
 
 // _set_torch_spec_classes(TreeSpec, LeafSpec, treespec_leaf, ConstantNode); all
-// None to clear. Setting the classes also turns pickle_as_torch on.
+// None to clear. Setting the classes also turns as_torch on.
 PyObject* PySetTorchSpecClasses(PyObject*, PyObject* const* args, Py_ssize_t nargs);
-// _set_torch_pickling(flag): pickle_as_torch (uninstall() turns it off).
+// _set_torch_pickling(flag): as_torch (uninstall() turns it off).
 PyObject* PySetTorchPickling(PyObject*, PyObject* flag);
 // _find_bound(namespaces, objects): [(i, key), ...] for every item of the dict
 // namespaces[i] whose value *is* one of the tuple `objects` (identity: no

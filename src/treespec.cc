@@ -154,7 +154,7 @@ PyObject* ConstructorArgs(PyObject* self) {
 // (TreeSpec(...), treespec_leaf()), so a pickle loads without cpytree.
 PyObject* MethodReduce(PyObject* self, PyObject*) {
   bool leaf = ViewOf(AsSpec(self)).root().kind == NodeKind::kLeaf;
-  bool as_torch = g_torch.pickle_as_torch && g_torch.tree_spec != nullptr;
+  bool as_torch = g_torch.as_torch && g_torch.tree_spec != nullptr;
   if (as_torch && leaf && g_torch.treespec_leaf != nullptr) {
     return Py_BuildValue("(O())", g_torch.treespec_leaf);
   }

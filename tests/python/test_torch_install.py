@@ -88,6 +88,21 @@ needs_full_mode = pytest.mark.skipif(
 # Exact restoration
 
 
+@needs_full_mode
+def test_uninstall_restores_the_hash_of_specs_with_constant_contexts():
+    # Installed, engine specs hash by torch's rule (only torch's ConstantNode
+    # hashes by value). That rule outlived uninstall(): a spec made after it
+    # (a cpytree ConstantNode context) hashed that context as None, unlike
+    # the same spec made before install() and unlike torch's own spec.
+    tree = {"cfg": trees.Cfg("c", 1), "x": [1, trees.Cfg("d")]}
+    torchs = hash(trees.torch_pytree().tree_structure(tree))
+    before = hash(cpytree.tree_structure(tree))  # not kept: interning would return it
+    assert before == torchs
+    with installed():
+        pass
+    assert hash(cpytree.tree_structure(tree)) == before
+
+
 def _torch_namespaces() -> dict[str, dict]:
     return {
         name: dict(vars(module))
