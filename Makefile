@@ -280,17 +280,24 @@ clean:
 #                      then tests/packaging and all of tests/python there, the
 #                      thread-stress suite (test_threads_stress.py) included
 #   make bench-ft      benchmarks/ft_scaling.py on that venv (2 threads against 1)
-# (Not here yet: a ThreadSanitizer run. It needs CPython itself built with
-# --with-thread-sanitizer; see the free-threading notes.)
+#   make test-ft-tsan  the engine built with -fsanitize=thread on CPython 3.13t
+#                      built with --with-thread-sanitizer (scripts/build_py313t_tsan.sh,
+#                      cached, ~35 min once), the thread suites under it (~4 min)
+#                      (scripts/test_ft_tsan.sh; suppressions: tests/tsan_suppressions.txt)
 PY313T_BUILDER ?= $(firstword $(wildcard ../shared/pythons/build_py313t.sh \
                     /work/shared/pythons/build_py313t.sh))
 PY313T = $$(flock $(BUILD_LOCK) $(PY313T_BUILDER) | tail -1)
 
-.PHONY: test-ft bench-ft
+.PHONY: test-ft bench-ft test-ft-tsan
 
 test-ft: setup-system
 	@[ -n "$(PY313T_BUILDER)" ] || { echo "test-ft: no build_py313t.sh (PY313T_BUILDER=)"; exit 1; }
 	@py=$(PY313T) && JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) scripts/test_python.sh $$py
+
+test-ft-tsan: setup-system
+	@[ -n "$(PY313T_BUILDER)" ] || { echo "test-ft-tsan: no build_py313t.sh (PY313T_BUILDER=)"; exit 1; }
+	@py=$(PY313T) && PY313T_TARBALL=$(dir $(PY313T_BUILDER))Python-3.13.0-ft-src.tar.xz \
+	  BUILD_LOCK=$(BUILD_LOCK) JOBS=$(JOBS) scripts/test_ft_tsan.sh
 
 bench-ft:
 	@[ -x build/pythons/3.13t/venv/bin/python ] || { echo "bench-ft: run make test-ft first"; exit 1; }

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -130,3 +131,18 @@ def builtin_container_strategies(children: Any, keys: Any, maxlens: Any) -> list
             lambda pair: deque(pair[0], maxlen=pair[1])
         ),
     ]
+
+
+class Serial:
+    """Distinct numbers for threads: `next(serial)`. A shared
+    `iter(range(n))` is not thread-safe on free-threaded 3.13 (ThreadSanitizer
+    reports CPython's rangeiter_next, and two threads may get one number)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._next = 0
+
+    def __next__(self) -> int:
+        with self._lock:
+            n, self._next = self._next, self._next + 1
+        return n

@@ -20,7 +20,7 @@ import threading
 import time
 
 import cpytree
-from support import start_and_join
+from support import Serial, start_and_join
 
 SECONDS = float(
     os.environ.get("CPYTREE_THREAD_SECONDS", "30" if os.environ.get("CPYTREE_STRESS") else "3")
@@ -177,7 +177,7 @@ def test_threads_flatten_map_compare_register():
                 got = [cpytree.keystr(kp) for kp, _ in cpytree.tree_flatten_with_path(t)[0]]
                 assert got == w["paths"]
 
-    serial = iter(range(10**9))
+    serial = Serial()
 
     def registrar():
         # A brand-new type per round: register, flatten, unregister.

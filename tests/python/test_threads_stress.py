@@ -124,7 +124,7 @@ def resnet_like(leaf):
 
 
 def shared_trees():
-    counter = iter(range(10**9))
+    counter = support.Serial()
 
     def leaf():
         return f"leaf{next(counter)}"  # distinct objects, immutable
@@ -234,7 +234,7 @@ def test_intern_table_churn():
     want = cpytree.tree_structure(fixed)
     gc.collect()
     before = cpytree._C._intern_table_size()
-    serial = iter(range(10**9))
+    serial = support.Serial()
 
     def lookup():
         spec = cpytree.tree_structure(fixed)
@@ -298,7 +298,7 @@ def test_register_then_visible_everywhere():
 
 
 def test_register_deregister_churn():
-    serial = iter(range(10**9))
+    serial = support.Serial()
     base = [{"a": (1, 2)}, [3]]
     base_leaves = cpytree.tree_leaves(base)
 
