@@ -239,16 +239,21 @@ def test_fx_short_children_shallow_match_torch(pair_registered):
 
 
 def test_repr_of_deep_constructed_spec_in_a_small_thread():
+    # 30,000 levels would take 600 KB at 20 bytes a level: no build's frames
+    # are that small, so the 1 MiB thread's stack (less the 256 KiB kept free)
+    # stops repr before the engine's 20,000-level cap does.
     spec = cpytree.treespec_leaf()
-    for _ in range(5_000):  # past what 1 MB of stack allows (about 2,000)
+    for _ in range(30_000):
         spec = cpytree.TreeSpec(list, None, [spec])
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(100_000)
     try:
-        with pytest.raises(RecursionError):
+        with pytest.raises(RecursionError, match="TreeSpec repr") as raised:
             in_thread(lambda: repr(spec), 1 << 20)
     finally:
         sys.setrecursionlimit(old)
+    reached = int(str(raised.value).split("nested deeper than ")[1].split()[0])
+    assert 0 < reached < 20_000, reached
 
 
 # --------------------------------------------------------------------------
