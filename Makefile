@@ -11,6 +11,11 @@ export PYTEST_WORKERS
 # (BUILD_LOCK=/tmp/cpytree-build.lock) so two builds never share the 2 cores.
 BUILD_LOCK ?= build.lock
 export BUILD_LOCK
+# Inductor's caches (compiled kernels, ~150 MB of precompiled headers per
+# torch release and AOTI compile) go under this checkout's build/, not
+# /tmp/torchinductor_<user>: they leave with the checkout.
+TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/build/inductor-cache
+export TORCHINDUCTOR_CACHE_DIR
 CPPBUILD := build/cpp
 
 .PHONY: all setup build floor test test-cpp test-python lint harness bench bench-cpp clean test-aoti time-aoti \
