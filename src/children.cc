@@ -28,12 +28,14 @@ bool IsIn(const std::atomic<PyObject*>& slot, PyObject* fn) {
 // The known functions' result, computed here; 0 if `reg` has none, -1 on error.
 int KnownFlatten(const Registration* reg, PyObject* obj, Ref* children, Ref* context) {
   if (PyDict_Check(obj) && IsIn(g_dict_like_flattens, reg->flatten_fn)) {
+    EndRegistryRead();            // reg is not read below (registry.h)
     ft::CriticalSection cs(obj);  // keys and values of one state of the dict
     *children = Ref(PyDict_Values(obj));
     *context = Ref(PyDict_Keys(obj));
     return *children && *context ? 1 : -1;
   }
   if (PyList_Check(obj) && IsIn(g_list_like_flattens, reg->flatten_fn)) {
+    EndRegistryRead();  // reg is not read below; a list subclass's __iter__ may run
     *children = Ref(PySequence_List(obj));
     *context = Ref::Borrow(Py_None);
     return *children ? 1 : -1;
@@ -62,6 +64,7 @@ bool CallCustomFlatten(const Registration* reg, PyObject* obj, Ref* children, Re
   if (known != 0) return known > 0;
   // Held for the call: it may deregister its own type (registry.h).
   Ref fn = Ref::Borrow(reg->flatten_fn);
+  EndRegistryRead();  // reg is not read below
   Ref res(PyObject_CallOneArg(fn.get(), obj));
   if (!res) return false;
   Ref pair;
@@ -320,9 +323,12 @@ PyObject* NewDequeNode(PyObject* const* values, std::size_t n, PyObject* maxlen)
 
 PyObject* NewCustomNode(const Registration* reg, PyObject* const* values, std::size_t n,
                         PyObject* context) {
+  // Held before anything can run: with the GIL, a collection that building
+  // the list starts may run a finalizer that deregisters the type.
+  Ref fn = Ref::Borrow(reg->unflatten_fn);
+  EndRegistryRead();  // reg is not read below (registry.h)
   Ref list(NewListNode(values, n));
   if (!list) return nullptr;
-  Ref fn = Ref::Borrow(reg->unflatten_fn);
   return PyObject_CallFunctionObjArgs(fn.get(), list.get(), context, nullptr);
 }
 

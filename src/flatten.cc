@@ -437,6 +437,7 @@ PyObject* PyTreeIsLeaf(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
   const Registration* reg = nullptr;
   bool error = false;
   NodeKind kind = KindOf(a[0], &reg, &error);
+  if (kind == NodeKind::kCustom) EndRegistryRead();  // only the kind is read (registry.h)
   if (error) return nullptr;
   return PyBool_FromLong(kind == NodeKind::kLeaf);
 }

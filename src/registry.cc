@@ -19,15 +19,27 @@ namespace {
 
 using RegistryMap = absl::flat_hash_map<PyTypeObject*, const Registration*>;
 
-// The published map. Readers load it with acquire; writers replace it.
+// The published map. Readers load it with acquire (seq_cst without the GIL:
+// grace.h); writers replace it.
 std::atomic<const RegistryMap*> g_map{nullptr};
 // Serialises writers (the GIL already does on default builds).
 ft::Mutex writer_mutex;
 #ifdef Py_GIL_DISABLED
-// Without the GIL a lookup may be under way during a write: what a writer
-// replaces is kept until the process ends (see registry.h).
-std::vector<std::unique_ptr<const RegistryMap>>* g_retired_maps = nullptr;
-std::vector<std::unique_ptr<Registration>>* g_retired_registrations = nullptr;
+// Maps and registrations a writer replaced or removed, with the generation
+// whose Publish did it: freed once no reader announced an older one
+// (grace.h). Guarded by writer_mutex.
+struct Retired {
+  std::uint64_t generation;
+  const RegistryMap* map;  // or null
+  Registration* reg;       // or null
+};
+std::vector<Retired>* g_retired = nullptr;
+
+// What a writer found freeable under the lock, freed after it unlocked.
+struct Reclaimed {
+  std::vector<const RegistryMap*> maps;
+  std::vector<Registration*> regs;
+};
 #endif
 
 PyObject* ImportAttr(const char* module, const char* name) {
@@ -36,17 +48,52 @@ PyObject* ImportAttr(const char* module, const char* name) {
   return PyObject_GetAttrString(mod.get(), name);
 }
 
+#ifdef Py_GIL_DISABLED
+void ReleaseRegistration(Registration* reg);
+
+// Publishes `next`, retires the previous map and `dropped` (a registration
+// `next` no longer holds, or null), and moves what no reader can still see
+// into *out. Under writer_mutex.
+void Publish(std::unique_ptr<RegistryMap> next, Registration* dropped, Reclaimed* out) {
+  const RegistryMap* old = g_map.exchange(next.release(), std::memory_order_seq_cst);
+  std::uint64_t generation = g_registry_generation.fetch_add(1, std::memory_order_seq_cst) + 1;
+  if (old != nullptr) g_retired->push_back(Retired{generation, old, nullptr});
+  if (dropped != nullptr) g_retired->push_back(Retired{generation, nullptr, dropped});
+  std::uint64_t oldest = grace::OldestReader();
+  std::size_t kept = 0;
+  for (const Retired& r : *g_retired) {
+    if (r.generation <= oldest) {
+      if (r.map != nullptr) out->maps.push_back(r.map);
+      if (r.reg != nullptr) out->regs.push_back(r.reg);
+    } else {
+      (*g_retired)[kept++] = r;
+    }
+  }
+  g_retired->resize(kept);
+}
+
+// Frees what Publish reclaimed. Called by a writer after it unlocked:
+// releasing the references may run Python code (a finalizer) that
+// registers again.
+void FreeReclaimed(Reclaimed* out) {
+  for (const RegistryMap* map : out->maps) delete map;
+  for (Registration* reg : out->regs) ReleaseRegistration(reg);
+}
+
+void ReleaseRegistration(Registration* reg) {
+  Py_XDECREF(reg->type);
+  Py_XDECREF(reg->flatten_fn);
+  Py_XDECREF(reg->unflatten_fn);
+  Py_XDECREF(reg->flatten_with_keys_fn);
+  delete reg;
+}
+#else
 // Publishes `next` and frees the previous map (no lookup is under way: the
 // writer holds the GIL, see registry.h).
 void Publish(std::unique_ptr<RegistryMap> next) {
   const RegistryMap* old = g_map.exchange(next.release(), std::memory_order_acq_rel);
-#ifdef Py_GIL_DISABLED
-  g_registry_generation.fetch_add(1, std::memory_order_acq_rel);
-  if (old != nullptr) g_retired_maps->emplace_back(old);
-#else
   g_leaf_type_cache.store(nullptr, std::memory_order_relaxed);
   delete old;
-#endif
 }
 
 // Frees a registration no map holds any more. Called by a writer after it
@@ -54,16 +101,13 @@ void Publish(std::unique_ptr<RegistryMap> next) {
 // that registers again.
 void FreeRegistration(Registration* reg) {
   if (reg == nullptr) return;
-#ifdef Py_GIL_DISABLED
-  g_retired_registrations->emplace_back(reg);
-#else
   Py_XDECREF(reg->type);
   Py_XDECREF(reg->flatten_fn);
   Py_XDECREF(reg->unflatten_fn);
   Py_XDECREF(reg->flatten_with_keys_fn);
   delete reg;
-#endif
 }
+#endif
 
 // A registration owned by the maps that will hold it (freed by FreeRegistration).
 const Registration* NewRegistration(NodeKind kind, PyObject* type, PyObject* flatten_fn,
@@ -114,8 +158,7 @@ bool InitRegistry() {
     return false;
   }
 #ifdef Py_GIL_DISABLED
-  g_retired_maps = new std::vector<std::unique_ptr<const RegistryMap>>();
-  g_retired_registrations = new std::vector<std::unique_ptr<Registration>>();
+  g_retired = new std::vector<Retired>();
 #endif
   auto map = std::make_unique<RegistryMap>();
   const struct {
@@ -128,22 +171,42 @@ bool InitRegistry() {
     (*map)[reinterpret_cast<PyTypeObject*>(b.type)] =
         NewRegistration(b.kind, b.type, nullptr, nullptr, nullptr);
   }
+#ifdef Py_GIL_DISABLED
+  Reclaimed none;  // there was no map to retire
+  Publish(std::move(map), nullptr, &none);
+#else
   Publish(std::move(map));
+#endif
   return internal_odict::VerifyLayout(g_builtins.ordered_dict);
 }
 
 #if CPYTREE_FREE_THREADED
-std::atomic<std::uint64_t> g_registry_generation{0};
+std::atomic<std::uint64_t> g_registry_generation{1};
 thread_local LeafTypeCache t_leaf_type_cache;
+
+const Registration* LookupRegistration(PyTypeObject* type, std::uint64_t generation) {
+  grace::ReaderSlot* slot = grace::ThisThreadSlot();
+  grace::BeginRead(slot, generation);
+  const RegistryMap* map = g_map.load(std::memory_order_seq_cst);
+  auto it = map->find(type);
+  const Registration* r = it == map->end() ? nullptr : it->second;
+  // Builtin registrations are never removed: only a custom one is read on.
+  if (r == nullptr || r->kind != NodeKind::kCustom) grace::EndRead(slot);
+  return r;
+}
+
+const Registration* LookupRegistration(PyTypeObject* type) {
+  return LookupRegistration(type, g_registry_generation.load(std::memory_order_acquire));
+}
 #else
 std::atomic<PyTypeObject*> g_leaf_type_cache{nullptr};
-#endif
 
 const Registration* LookupRegistration(PyTypeObject* type) {
   const RegistryMap* map = g_map.load(std::memory_order_acquire);
   auto it = map->find(type);
   return it == map->end() ? nullptr : it->second;
 }
+#endif
 
 namespace {
 
@@ -295,6 +358,9 @@ int ComputeIsNamedTupleClass(PyTypeObject* type) {
 bool RegisterNode(PyObject* type, PyObject* flatten_fn, PyObject* unflatten_fn,
                   PyObject* flatten_with_keys_fn) {
   Registration* replaced = nullptr;
+#ifdef Py_GIL_DISABLED
+  Reclaimed reclaimed;
+#endif
   {
     ft::MutexLock lock(&writer_mutex);
     PyTypeObject* t = reinterpret_cast<PyTypeObject*>(type);
@@ -312,14 +378,25 @@ bool RegisterNode(PyObject* type, PyObject* flatten_fn, PyObject* unflatten_fn,
     }
     (*next)[t] = NewRegistration(NodeKind::kCustom, type, flatten_fn, unflatten_fn,
                                  flatten_with_keys_fn == Py_None ? nullptr : flatten_with_keys_fn);
+#ifdef Py_GIL_DISABLED
+    Publish(std::move(next), replaced, &reclaimed);
+#else
     Publish(std::move(next));
+#endif
   }
+#ifdef Py_GIL_DISABLED
+  FreeReclaimed(&reclaimed);
+#else
   FreeRegistration(replaced);
+#endif
   return true;
 }
 
 bool UnregisterNode(PyObject* type) {
   Registration* removed = nullptr;
+#ifdef Py_GIL_DISABLED
+  Reclaimed reclaimed;
+#endif
   {
     ft::MutexLock lock(&writer_mutex);
     PyTypeObject* t = reinterpret_cast<PyTypeObject*>(type);
@@ -331,9 +408,17 @@ bool UnregisterNode(PyObject* type) {
     }
     removed = const_cast<Registration*>(it->second);
     next->erase(it);
+#ifdef Py_GIL_DISABLED
+    Publish(std::move(next), removed, &reclaimed);
+#else
     Publish(std::move(next));
+#endif
   }
+#ifdef Py_GIL_DISABLED
+  FreeReclaimed(&reclaimed);
+#else
   FreeRegistration(removed);
+#endif
   return true;
 }
 

@@ -8,11 +8,11 @@
 //
 // Concurrency: who touches what, under which lock.
 // - The map (registry.cc `g_map`): read lock-free by every traversal: it is
-//   immutable once published and reached through one atomic pointer
-//   (acquire load). A writer copies it, changes the copy and publishes it
-//   (acq_rel exchange). Lookups and writers all hold the GIL, and a lookup
-//   runs no Python code, so no lookup is under way while a writer runs: the
-//   old map is freed at once.
+//   immutable once published and reached through one atomic pointer. A
+//   writer copies it, changes the copy and publishes it (exchange).
+//   Default builds: lookups and writers all hold the GIL, and a lookup runs
+//   no Python code, so no lookup is under way while a writer runs: the old
+//   map is freed at once.
 // - Registrations: a map owns those it holds (a copied map shares them). One
 //   that a writer removes or replaces is freed (its references released)
 //   after the writer publishes and unlocks. A traversal that keeps a
@@ -22,22 +22,37 @@
 //   strongly. So registering and deregistering in a loop keeps memory
 //   bounded (before: ~870 bytes and the type kept alive per round, forever).
 // - Free-threaded builds (Py_GIL_DISABLED): lookups run during writes, so
-//   retired maps and registrations are kept until the process ends (memory
-//   grows with each registration, which is rare; freeing them needs a grace
-//   period, e.g. a count of traversals in flight, retired objects freed by
-//   the writer that sees it at zero: not done).
+//   the old map and the registrations a writer drops wait for a grace
+//   period (grace.h: epoch-based reclamation). A lookup announces the
+//   registry generation in its thread's reader slot before it loads the map
+//   (its "read"); a writer, after publishing, bumps the generation, retires
+//   what it replaced with the new generation, and frees every retired object
+//   older than the oldest open read (maps under its lock, registrations'
+//   references after it unlocked). The read ends (EndRegistryRead) as soon
+//   as the lookup's result is no longer read: inside the lookup when it
+//   found no registration or a builtin one (OrderedDict, defaultdict, deque:
+//   never removed, never freed); for a custom one, once the caller holds
+//   what it uses: PinnedRegistration, CallCustomFlatten and NewCustomNode
+//   (children.h) end it; a caller that wanted only the kind ends it itself.
+//   Between a lookup and its end no Python code runs and no other lookup is
+//   made on that thread (so an EndRegistryRead in code that user code
+//   reached never ends another frame's read; ending twice is harmless).
+//   Retired objects that a read still held are freed by a later writer.
 // - Writers (RegisterNode, UnregisterNode): serialised by `writer_mutex`
 //   (ft::Mutex: a PyMutex without the GIL; the GIL serialises them on
 //   default builds). Nothing under the mutex calls into Python (only
-//   Py_INCREF).
+//   Py_INCREF). The retired list (free-threaded builds) is guarded by it.
 // - g_scalar_registered: set by a writer, read relaxed; never cleared.
 // - The leaf-type cache (below): default builds, one relaxed atomic cleared
 //   by every Publish; free-threaded builds, one entry per thread stamped
 //   with the registry generation it was looked up in (g_registry_generation,
-//   bumped by every Publish after the new map is visible).
+//   bumped by every Publish after the new map is visible). It compares type
+//   pointers and never dereferences them: a type freed after its
+//   registration was reclaimed cannot be mistaken (see LeafTypeCache).
 // - The namedtuple cache (registry.cc): plain memory, touched only with the
 //   GIL held (per thread on free-threaded builds); its lookups run user code
 //   (attribute lookups), so an entry is re-validated before it is written.
+//   It holds no registration and runs before the registry read begins.
 #ifndef CPYTREE_SRC_REGISTRY_H_
 #define CPYTREE_SRC_REGISTRY_H_
 
@@ -46,6 +61,7 @@
 #include "common.h"
 #include "cpytree/kind.h"
 #include "ft.h"
+#include "grace.h"
 
 namespace cpytree {
 
@@ -60,7 +76,8 @@ struct Registration {
 
 // A registration that stays valid while user code runs: a copy holding the
 // type and functions strongly (see the concurrency block above). Take one
-// right after the lookup, before any Python code can run.
+// right after the lookup, before any Python code can run; it ends the
+// lookup's registry read.
 class PinnedRegistration {
  public:
   explicit PinnedRegistration(const Registration* reg) : reg_(*reg) {
@@ -68,6 +85,7 @@ class PinnedRegistration {
     Py_XINCREF(reg_.flatten_fn);
     Py_XINCREF(reg_.unflatten_fn);
     Py_XINCREF(reg_.flatten_with_keys_fn);
+    grace::EndRead();  // the lookup's read (free-threaded builds): reg is not read again
   }
   PinnedRegistration(const PinnedRegistration&) = delete;
   PinnedRegistration& operator=(const PinnedRegistration&) = delete;
@@ -114,8 +132,21 @@ inline bool IsPlainScalarLeaf(PyTypeObject* t) {
          !g_scalar_registered.load(std::memory_order_relaxed);
 }
 
-// The registration of exactly `type`, or null. Lock-free.
+// The registration of exactly `type`, or null. Lock-free. Free-threaded
+// builds: a custom registration it returns stays allocated until this
+// thread's EndRegistryRead() (the concurrency block above); for a null or
+// builtin result the read has ended already.
+#if CPYTREE_FREE_THREADED
+// `generation`: g_registry_generation, loaded (acquire) before the call.
+const Registration* LookupRegistration(PyTypeObject* type, std::uint64_t generation);
 const Registration* LookupRegistration(PyTypeObject* type);
+#else
+const Registration* LookupRegistration(PyTypeObject* type);
+#endif
+
+// Ends this thread's registry read (free-threaded builds; nothing with the
+// GIL): the custom registration its last lookup returned is not read again.
+inline void EndRegistryRead() { grace::EndRead(); }
 
 // A one-entry cache of the last non-tuple type found to be a leaf (trees
 // repeat one leaf type: tensors), so most leaves skip the hash lookup. Every
@@ -129,7 +160,9 @@ const Registration* LookupRegistration(PyTypeObject* type);
 // one entry per thread with the registry generation of its lookup, and
 // trusts only a current one.
 #if CPYTREE_FREE_THREADED
-// Bumped (release) by every Publish, after the new map is stored.
+// Bumped by every Publish, after the new map is stored. Also the epoch of
+// the registry's grace periods (grace.h): starts at 1, since a reader slot
+// holding 0 reads nothing.
 extern std::atomic<std::uint64_t> g_registry_generation;
 struct LeafTypeCache {
   PyTypeObject* type = nullptr;
@@ -167,8 +200,9 @@ int IsNamedTupleClass(PyTypeObject* type);
 PyObject* NewNamedTuple(PyObject* cls, PyObject** values, Py_ssize_t n);
 
 // The node kind of `obj`, for objects that are not exact list/tuple/dict/None;
-// kLeaf if it is not a node. Sets *reg for kCustom; sets *error (with an
-// exception) if the namedtuple check raised.
+// kLeaf if it is not a node. Sets *reg for kCustom (free-threaded builds:
+// readable until EndRegistryRead, see LookupRegistration); sets *error
+// (with an exception) if the namedtuple check raised.
 // Namedtuples win over explicit registrations, as in torch.
 inline NodeKind Classify(PyObject* obj, const Registration** reg, bool* error) {
   PyTypeObject* type = Py_TYPE(obj);
@@ -184,7 +218,11 @@ inline NodeKind Classify(PyObject* obj, const Registration** reg, bool* error) {
 #if CPYTREE_FREE_THREADED
   std::uint64_t generation = g_registry_generation.load(std::memory_order_acquire);
 #endif
+#if CPYTREE_FREE_THREADED
+  const Registration* r = LookupRegistration(type, generation);
+#else
   const Registration* r = LookupRegistration(type);
+#endif
   if (r == nullptr) {
 #if CPYTREE_FREE_THREADED
     if (!PyTuple_Check(obj)) CacheLeafType(type, generation);
@@ -197,7 +235,8 @@ inline NodeKind Classify(PyObject* obj, const Registration** reg, bool* error) {
   return r->kind;
 }
 
-// The kind of any object (including exact builtins). Sets *reg for kCustom.
+// The kind of any object (including exact builtins). Sets *reg for kCustom
+// (as Classify: free-threaded builds, readable until EndRegistryRead).
 inline NodeKind KindOf(PyObject* obj, const Registration** reg, bool* error) {
   PyTypeObject* type = Py_TYPE(obj);
   if (type == &PyTuple_Type) return NodeKind::kTuple;

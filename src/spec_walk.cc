@@ -345,7 +345,9 @@ class SpecFlattener {
   static bool IsLeafObject(PyObject* node) {
     const Registration* reg = nullptr;
     bool error = false;
-    return KindOf(node, &reg, &error) == NodeKind::kLeaf && !error;
+    NodeKind kind = KindOf(node, &reg, &error);
+    if (kind == NodeKind::kCustom) EndRegistryRead();  // only the kind is read (registry.h)
+    return kind == NodeKind::kLeaf && !error;
   }
 
   // Records a mismatch whose message (errors.h) is `message`; null if building
@@ -389,7 +391,10 @@ class SpecFlattener {
         (kind == NodeKind::kNamedTuple ? reinterpret_cast<PyObject*>(Py_TYPE(node)) == items[0]
          : kind == NodeKind::kCustom   ? reinterpret_cast<PyObject*>(Py_TYPE(node)) == items[0]
                                        : true);
-    if (!same_type) return TypeMismatch(i, node);
+    if (!same_type) {
+      if (kind == NodeKind::kCustom) EndRegistryRead();  // reg is not read (registry.h)
+      return TypeMismatch(i, node);
+    }
     switch (kind) {
       case NodeKind::kTuple:
       case NodeKind::kNamedTuple:
@@ -503,6 +508,12 @@ class SpecFlattener {
     NodeKind kind = KindOf(node, &reg, &error);
     if (error) return Children::kFailed;
     PyObject* node_type = NodeTypeOf(node, kind);
+    // A custom node's registration is read only by CallCustomFlatten below
+    // (which ends the registry read); every other path ends it here. (A
+    // custom spec node's type is its first item.)
+    if (kind == NodeKind::kCustom && (s.kind != NodeKind::kCustom || node_type != items[0])) {
+      EndRegistryRead();
+    }
     Ref spec_type(NodeType(v_, i));
     if (!spec_type) return Children::kFailed;
     if (s.kind == NodeKind::kCustom) {

@@ -15,6 +15,12 @@ deterministic facts, never timings:
 - registration: a type registered by one thread is a node for every call
   that starts after register_pytree_node returned (the leaf-type cache must
   not keep it a leaf), and churn of register/deregister never crashes;
+- reclamation (issue 29): threads traverse instances of types that other
+  threads register and deregister in a loop, so lookups race with writers
+  freeing the maps and registrations they replaced: every call gives the
+  answer of one registry state (node or leaf) or the KeyError of a type
+  deregistered mid-call, and once the threads stop every churned class is
+  collectable (nothing retired is kept);
 - is_leaf callbacks and custom flatten functions run concurrently;
 - threads mutating the very lists, dicts and deques being flattened: every
   call returns a self-consistent result (spec and leaves agree; the leaves are
@@ -324,6 +330,95 @@ def test_register_deregister_churn():
     run_threads(
         [(f"register{k}", registrar) for k in range(4)] + [(f"read{k}", reader) for k in range(4)]
     )
+
+
+class Flicker:
+    """Base of the classes that registrar threads register and deregister in a loop."""
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+def test_traversals_race_reclamation():
+    import weakref
+
+    classes = [type(f"Flicker{k}", (Flicker,), {}) for k in range(4)]
+    objs = [cls(f"a{k}", f"b{k}") for k, cls in enumerate(classes)]
+    tree = [objs[0], {"x": objs[1], "y": (objs[2], [objs[3]])}]
+    # What every registration held, by weak reference. Closures: CPython 3.13t
+    # makes classes and top-level functions immortal once a thread has
+    # started (gh-117783), nested functions never.
+    held: list = []
+    serial = support.Serial()
+
+    def register(cls, name):
+        flatten = lambda o: ([o.a, o.b], "ctx")  # noqa: E731 - a fresh closure per call
+        unflatten = lambda v, c: cls(*v)  # noqa: E731
+        cpytree.register_pytree_node(
+            cls, flatten, unflatten, serialized_type_name=f"test_threads_stress.{name}"
+        )
+        held.extend((weakref.ref(flatten), weakref.ref(unflatten)))
+
+    def flicker(k):
+        def registrar():  # the one thread that (de)registers classes[k]
+            register(classes[k], f"Flicker{k}")
+            cpytree._deregister_pytree_node(classes[k])
+
+        return registrar
+
+    def fresh_registrar():
+        i = next(serial)
+        cls = type(f"Fresh{i}", (Flicker,), {})
+        register(cls, f"FreshFlicker{i}")
+        assert cpytree.tree_leaves(cls(1, 2)) == [1, 2]
+        cpytree._deregister_pytree_node(cls)
+
+    def leaves_of_one_state(leaves):
+        # Each Flicker object is one leaf (deregistered) or gives its a, b.
+        i = 0
+        for o in objs:
+            if i < len(leaves) and leaves[i] is o:
+                i += 1
+            elif i + 1 < len(leaves) and leaves[i] is o.a and leaves[i + 1] is o.b:
+                i += 2
+            else:
+                return False
+        return i == len(leaves)
+
+    def same_objects(out):
+        got = [out[0], out[1]["x"], out[1]["y"][0], out[1]["y"][1][0]]
+        for o, g in zip(objs, got):
+            assert g is o or (type(g) is type(o) and g.a is o.a and g.b is o.b), (o, g)
+
+    def reader():
+        leaves, spec = cpytree.tree_flatten(tree)
+        assert leaves_of_one_state(leaves), leaves
+        assert spec.num_leaves == len(leaves)
+        assert leaves_of_one_state(cpytree.tree_leaves(tree))
+        assert leaves_of_one_state(list(cpytree.tree_iter(tree)))
+        same_objects(cpytree.tree_map(lambda x: x, tree))
+        assert cpytree.tree_is_leaf(objs[0]) in (True, False)
+        try:  # a type the spec holds as a node may be deregistered since
+            same_objects(cpytree.tree_unflatten(leaves, spec))
+        except KeyError as e:
+            assert e.args[0] in classes, e
+        try:
+            assert leaves_of_one_state(spec.flatten_up_to(tree))
+        except KeyError as e:
+            assert e.args[0] in classes, e
+
+    run_threads(
+        [(f"flicker{k}", flicker(k)) for k in range(len(classes))]
+        + [("fresh", fresh_registrar)]
+        + [(f"read{k}", reader) for k in range(4)]
+    )
+    # No lookup runs now: the next writer frees everything still retired,
+    # and with it the last references to every registration's functions.
+    register(classes[0], "Flicker0")
+    cpytree._deregister_pytree_node(classes[0])
+    gc.collect()
+    assert len(held) > 2 * len(classes)
+    assert sum(r() is not None for r in held) == 0
 
 
 def test_callbacks_run_concurrently():
