@@ -416,6 +416,10 @@ def test_install_copies_what_torch_changed_behind_its_functions_since_attach():
             "kept": cpytree.SUPPORTED_NODES[untouched] is kept
                     and copies[untouched].seen is not None,
             "installed": cpytree.is_installed(),
+            "types": [type(cpytree.SUPPORTED_NODES[untouched]).__qualname__,
+                      type(cpytree.SUPPORTED_SERIALIZED_TYPES[untouched]).__qualname__,
+                      type(copies[untouched].written).__qualname__,
+                      cpytree.SUPPORTED_NODES[untouched] == tuple(tp.SUPPORTED_NODES[untouched])],
         }))
         """
     )
@@ -429,4 +433,5 @@ def test_install_copies_what_torch_changed_behind_its_functions_since_attach():
         "after": [True, True],
         "kept": True,
         "installed": True,
+        "types": ["NodeDef", "_SerializeNodeDef", "_Entry", True],
     }

@@ -70,6 +70,7 @@ _WRAPPED = ("_private_register_pytree_node", "_deregister_pytree_node", "registe
 _OVERWRITE_WARNING = r".* is already registered as pytree node\. Overwriting"
 _ABSENT = object()
 _NO_LOCK = contextlib.nullcontext()
+_TUPLE_NEW = tuple.__new__
 
 
 class _Entry(NamedTuple):
@@ -113,13 +114,17 @@ def _entry(
         return None
     ser = serialized.get(cls)
     name = None if ser is None or ser.serialized_type_name == no_name else ser.serialized_type_name
-    return _Entry(
-        node.flatten_fn,
-        node.unflatten_fn,
-        node.flatten_with_keys_fn,
-        name,
-        ser.to_dumpable_context if ser is not None else None,
-        ser.from_dumpable_context if ser is not None else None,
+    # _Entry(...) without the call of its Python __new__ (`_new`): the same tuple.
+    return _TUPLE_NEW(
+        _Entry,
+        (
+            node.flatten_fn,
+            node.unflatten_fn,
+            node.flatten_with_keys_fn,
+            name,
+            ser.to_dumpable_context if ser is not None else None,
+            ser.from_dumpable_context if ser is not None else None,
+        ),
     )
 
 
