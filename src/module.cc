@@ -182,6 +182,10 @@ PyMethodDef kModuleMethods[] = {
      "_find_bound(namespaces, objects, /)\n--\n\n"
      "[(i, key), ...] for the items of the dicts in `namespaces` whose value is one of\n"
      "`objects` (by identity); install()'s scan of torch modules' import-time bindings."},
+    {"_find_bound_in_modules", CPYTREE_GUARDED(PyFindBoundInModules), METH_FASTCALL,
+     "_find_bound_in_modules(modules, objects, names, prefixes, /)\n--\n\n"
+     "[(name, key), ...]: _find_bound over the modules of the dict `modules` named in\n"
+     "`names` or starting with one of `prefixes` (install()'s torch module filter)."},
     {"_set_known_flattens", CPYTREE_GUARDED(PySetKnownFlattens), METH_FASTCALL,
      "_set_known_flattens(dict_like, list_like, /)\n--\n\n"
      "Flatten functions (tuples) known to return exactly what dict / list flatten returns;\n"

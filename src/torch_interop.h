@@ -46,6 +46,13 @@ PyObject* PySetTorchPickling(PyObject*, PyObject* flag);
 // __eq__ or __hash__ of a value runs), in list then dict order. install()'s
 // scan of torch modules' import-time bindings (python/cpytree/_torch/_patch.py).
 PyObject* PyFindBound(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+// _find_bound_in_modules(modules, objects, names, prefixes): [(module name,
+// key), ...] for the modules of the dict `modules` (name -> module: the
+// caller's copy of sys.modules) whose str name is in the tuple `names` or
+// starts with one of `prefixes`, scanned as _find_bound scans (their
+// `__dict__`, read as `getattr(m, "__dict__", None)`; those without a dict
+// skipped), in dict order: install()'s filter and scan in one call.
+PyObject* PyFindBoundInModules(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 
 }  // namespace cpytree
 

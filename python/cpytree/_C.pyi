@@ -90,6 +90,13 @@ def arg_tree_leaves(*args: PyTree, **kwargs: PyTree) -> list[Any]: ...
 def _find_bound(
     namespaces: list[dict[Any, Any]], objects: tuple[Any, ...], /
 ) -> list[tuple[int, Any]]: ...
+def _find_bound_in_modules(
+    modules: dict[str, Any],
+    objects: tuple[Any, ...],
+    names: tuple[str, ...],
+    prefixes: tuple[str, ...],
+    /,
+) -> list[tuple[str, Any]]: ...
 def _set_known_flattens(
     dict_like: tuple[Callable[..., Any], ...], list_like: tuple[Callable[..., Any], ...], /
 ) -> None: ...

@@ -183,10 +183,13 @@ def test_import_and_install_compile_nothing_and_load_what_they_need() -> None:
         cpytree.install()
         at_install = compiled[len(at_import):]
         inventory = "cpytree._torch._inventory" in sys.modules
+        rows = "INVENTORY" in vars(sys.modules["cpytree._torch._inventory"])
         import torch._dynamo
         from cpytree._torch import status
         print(json.dumps({"imported": imported, "at_import": at_import, "at_install": at_install,
                           "inventory": [inventory, "cpytree._torch._inventory" in sys.modules],
+                          "dynamo_rows": [rows, "INVENTORY" in vars(sys.modules[
+                              "cpytree._torch._inventory"])],
                           "dynamo": status()["dynamo"]}))
         """
     )
@@ -195,7 +198,41 @@ def test_import_and_install_compile_nothing_and_load_what_they_need() -> None:
         assert res["at_import"] == [] and res["at_install"] == []
     # the inventory loads with the registry link (torch was imported first)
     assert res["inventory"] == [True, True]
+    # ... but not the Dynamo layers' rows: built once Dynamo is imported (DynamoHooks)
+    assert res["dynamo_rows"] == [False, True]
     assert res["dynamo"] == {"trackers": "on", "substitute": "on", "spec": "on"}
+
+
+def test_inventory_builds_the_dynamo_rows_on_first_use() -> None:
+    res = _child(
+        """
+        import json
+        from cpytree._torch import _inventory as inv
+        def gone(name):
+            raise ImportError(name)
+        inv.import_module = gone  # a torch without these modules (and none imported)
+        early = [str(n) for n in inv.missing("registry") + inv.missing("watch")]
+        built_early = "INVENTORY" in vars(inv)
+        rows = inv.INVENTORY
+        print(json.dumps({
+            "built": [built_early, "INVENTORY" in vars(inv)],
+            "same": rows is inv.INVENTORY and rows is inv._load(),
+            "order": [n.layer for n in rows] == sorted(
+                (n.layer for n in rows), key=inv.LAYERS.index),
+            "split": rows == inv._EARLY + rows[len(inv._EARLY):]
+                and {n.layer for n in inv._EARLY} == {"registry", "install", "interop", "watch"},
+            "layers": sorted({n.layer for n in rows}) == sorted(inv.LAYERS),
+            "count": len(rows), "early": early}))
+        """
+    )
+    # missing() of an early layer reads the early rows only (all gone: no module imports)
+    assert res["built"] == [False, True]
+    assert res["same"] and res["order"] and res["split"] and res["layers"]
+    assert res["count"] == 143
+    assert res["early"][:2] == [
+        "torch.utils._pytree._private_register_pytree_node",
+        "torch.utils._pytree._deregister_pytree_node",
+    ]
 
 
 def _behaviour(cls: type, value: object) -> dict:

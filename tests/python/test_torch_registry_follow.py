@@ -380,3 +380,58 @@ def test_deregistering_through_cpytree_while_installed_reaches_torch(fresh):
     assert torch_only in tp.SUPPORTED_NODES and torch_only in _FOLLOWER.mirrored()
     assert cpytree.tree_leaves(torch_only(1, 2)) == [1, 2]
     assert own not in tp.SUPPORTED_NODES and own not in cpytree.SUPPORTED_NODES
+
+
+def test_install_copies_what_torch_changed_behind_its_functions_since_attach():
+    # join() skips the copies attach() made whose four table entries are still
+    # those it left; a change written straight into torch's tables (no wrapped
+    # function ran, so nothing was copied) is not one of them.
+    code = textwrap.dedent(
+        """
+        import json
+        import torch.utils._pytree as tp
+        import cpytree
+        from cpytree._torch import _FOLLOWER
+
+        copies = _FOLLOWER.sync._copies
+        batch = [c for c, copy in copies.items() if copy.seen is not None
+                 and c not in tp.CONSTANT_NODES]
+        changed, flagged, untouched = batch[:3]
+        old = tp.SUPPORTED_NODES[changed]
+
+        def other_flatten(x):
+            return old.flatten_fn(x)
+
+        tp.SUPPORTED_NODES[changed] = old._replace(flatten_fn=other_flatten)
+        tp.CONSTANT_NODES.add(flagged)
+        kept = cpytree.SUPPORTED_NODES[untouched]
+        before = [cpytree.SUPPORTED_NODES[changed].flatten_fn is other_flatten,
+                  cpytree.is_constant_class(flagged)]
+        cpytree.install()
+        print(json.dumps({
+            "batch": len(batch) > 50,
+            "before": before,
+            "after": [cpytree.SUPPORTED_NODES[changed].flatten_fn is other_flatten,
+                      cpytree.is_constant_class(flagged)],
+            "kept": cpytree.SUPPORTED_NODES[untouched] is kept
+                    and copies[untouched].seen is not None,
+            "installed": cpytree.is_installed(),
+            "types": [type(cpytree.SUPPORTED_NODES[untouched]).__qualname__,
+                      type(cpytree.SUPPORTED_SERIALIZED_TYPES[untouched]).__qualname__,
+                      type(copies[untouched].written).__qualname__,
+                      cpytree.SUPPORTED_NODES[untouched] == tuple(tp.SUPPORTED_NODES[untouched])],
+        }))
+        """
+    )
+    env = {**os.environ, "CPYTREE_INSTALL": "0"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=False, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+        "batch": True,
+        "before": [False, False],
+        "after": [True, True],
+        "kept": True,
+        "installed": True,
+        "types": ["NodeDef", "_SerializeNodeDef", "_Entry", True],
+    }

@@ -55,7 +55,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["FUNCTION_PATHS", "INVENTORY", "LAYERS", "PATHS", "VERSIONS", "Name", "missing",
            "paths_off"]  # fmt: skip
@@ -153,8 +153,15 @@ def _T(module: str, path: str, use: str, paths: str, **kwargs: Any) -> Name:
     return Name(module, path, use, "trackers", paths=paths, **kwargs)
 
 
+# The rows of the layers checked before Dynamo is imported (the registry link
+# at `import cpytree`, install()), built at import; the Dynamo layers' rows
+# (two thirds of them) are built on first use (`INVENTORY`, `missing()` of a
+# Dynamo layer: DynamoHooks once torch._dynamo is imported), so neither
+# `import cpytree` nor install() pays for them.
+_EARLY_LAYERS = frozenset({"registry", "install", "interop", "watch"})
+
 # fmt: off
-INVENTORY: tuple[Name, ...] = (
+_EARLY: tuple[Name, ...] = (
     # --- registry: the link that follows torch's registry (_registry.py, _follow.py)
     Name(_TP, "_private_register_pytree_node", "patch", "registry"),
     Name(_TP, "_deregister_pytree_node", "patch", "registry"),
@@ -200,6 +207,12 @@ INVENTORY: tuple[Name, ...] = (
     # --- watch: modules waited for (_import_watch.py via _follow.py and dynamo/_hooks.py)
     Name(_TP, "", "read", "watch"),
     Name("torch._dynamo", "", "read", "watch"),
+)
+
+
+def _dynamo_rows() -> tuple[Name, ...]:
+    """The rows of the Dynamo layers (``substitute``, ``spec``, ``trackers``), in order."""
+    return (
     # --- substitute: C function -> torch's original, as Dynamo sees it
     Name("torch._dynamo.trace_rules", "get_torch_obj_rule_map", "write", "substitute"),
     Name(_B, "VariableBuilder._id_dispatch", "write", "substitute"),
@@ -319,8 +332,26 @@ INVENTORY: tuple[Name, ...] = (
     _T(_TP, "TreeSpec.num_children", "read", "tree_map flatten_spec spec_object", kind="field"),
     _T(_TP, "TreeSpec.context", "read", "unflatten tree_map flatten_spec"),
     _T(_G, "GuardBuilder.ID_MATCH", "read", "flatten_spec"),  # _known_spec
-)
+    )
 # fmt: on
+
+
+# INVENTORY: every row, the early layers' first (built on first use: `_load`).
+if TYPE_CHECKING:
+    INVENTORY: tuple[Name, ...]
+else:  # a module __getattr__ would make every name valid to mypy
+
+    def __getattr__(name: str) -> Any:
+        if name == "INVENTORY":
+            return _load()
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _load() -> tuple[Name, ...]:
+    """INVENTORY, built once (a race builds it twice; the first one stored stays)."""
+    inventory: tuple[Name, ...] = globals().setdefault("INVENTORY", _EARLY + _dynamo_rows())
+    return inventory
+
 
 # The differences between torch releases cpytree branches on: (name, its
 # state in each of RELEASES, what cpytree does). Each is an optional row.
@@ -439,7 +470,10 @@ def missing(layer: str) -> list[Name]:
 
     A group is missing (all its rows listed) when none of its rows is present.
     """
-    return _gone([n for n in INVENTORY if n.layer == layer])
+    rows = globals().get("INVENTORY")
+    if rows is None:  # not built yet: the early layers need only their own rows
+        rows = _EARLY if layer in _EARLY_LAYERS else _load()
+    return _gone([n for n in rows if n.layer == layer])
 
 
 def paths_off() -> dict[str, list[Name]]:

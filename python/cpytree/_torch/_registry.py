@@ -70,6 +70,7 @@ _WRAPPED = ("_private_register_pytree_node", "_deregister_pytree_node", "registe
 _OVERWRITE_WARNING = r".* is already registered as pytree node\. Overwriting"
 _ABSENT = object()
 _NO_LOCK = contextlib.nullcontext()
+_TUPLE_NEW = tuple.__new__
 
 
 class _Entry(NamedTuple):
@@ -113,13 +114,17 @@ def _entry(
         return None
     ser = serialized.get(cls)
     name = None if ser is None or ser.serialized_type_name == no_name else ser.serialized_type_name
-    return _Entry(
-        node.flatten_fn,
-        node.unflatten_fn,
-        node.flatten_with_keys_fn,
-        name,
-        ser.to_dumpable_context if ser is not None else None,
-        ser.from_dumpable_context if ser is not None else None,
+    # _Entry(...) without the call of its Python __new__ (`_new`): the same tuple.
+    return _TUPLE_NEW(
+        _Entry,
+        (
+            node.flatten_fn,
+            node.unflatten_fn,
+            node.flatten_with_keys_fn,
+            name,
+            ser.to_dumpable_context if ser is not None else None,
+            ser.from_dumpable_context if ser is not None else None,
+        ),
     )
 
 
@@ -142,7 +147,7 @@ class _Copy:
     """A registration one registry holds as a copy of the other's (a plain
     class: no code compiled at import)."""
 
-    __slots__ = ("constant", "into_torch", "replaced", "replaced_constant", "written")
+    __slots__ = ("constant", "into_torch", "replaced", "replaced_constant", "seen", "written")
 
     def __init__(
         self,
@@ -159,6 +164,10 @@ class _Copy:
         # always so for a copy into cpytree made while following).
         self.replaced = replaced
         self.replaced_constant = replaced_constant
+        # (_copy_all's copies) The four table values the copy left: torch's
+        # NodeDef and _SerializeNodeDef of the type, then cpytree's. join()
+        # skips a copy whose tables still hold these (nothing to compare).
+        self.seen: tuple[Any, ...] | None = None
 
 
 class RegistrySync:
@@ -370,10 +379,13 @@ class RegistrySync:
         self._quiet.active = True
         try:
             _registry._store_copies(rows)
+            own_serialized = _registry.SUPPORTED_SERIALIZED_TYPES
             for cls, source, constant in made:
                 if not constant:
                     _registry.CONSTANT_NODES.discard(cls)
-                copies[cls] = _Copy(False, source, constant, None, False)
+                copy = copies[cls] = _Copy(False, source, constant, None, False)
+                copy.seen = (nodes.get(cls), serialized.get(cls), own.get(cls),
+                             own_serialized.get(cls))  # fmt: skip
         finally:
             self._quiet.active = False
 
@@ -444,9 +456,30 @@ class RegistrySync:
         # Held for the whole walk: torch's lock is cpytree's registry lock now (set
         # above), so `_from_torch`'s own `_registry_lock()` would take it again for
         # each of torch's ~100 types.
+        nodes, serialized, constants = (
+            tp.SUPPORTED_NODES,
+            tp.SUPPORTED_SERIALIZED_TYPES,
+            tp.CONSTANT_NODES,
+        )
+        own, own_serialized = _registry.SUPPORTED_NODES, _registry.SUPPORTED_SERIALIZED_TYPES
+        own_constants = _registry.CONSTANT_NODES
+        copies = self._copies
         with tp._NODE_REGISTRY_LOCK:
             self._joined = True
-            for cls in list(tp.SUPPORTED_NODES):
+            for cls in list(nodes):
+                copy = copies.get(cls)
+                # A copy of attach()'s whose four table values are still those it
+                # left (so both sides still describe cls alike), with both constant
+                # flags as written: `_from_torch_locked` would find nothing to do.
+                if (
+                    copy is not None
+                    and copy.seen is not None
+                    and not copy.into_torch
+                    and copy.seen == (nodes.get(cls), serialized.get(cls), own.get(cls),
+                                      own_serialized.get(cls))
+                    and (cls in constants) is copy.constant is (cls in own_constants)
+                ):  # fmt: skip
+                    continue
                 self._from_torch_locked(cls)
             for cls in list(_registry.SUPPORTED_NODES):
                 if cls in tp.SUPPORTED_NODES:
