@@ -101,6 +101,7 @@ def test_a_dict_that_raises_propagates() -> None:
         cpytree._C._find_bound_in_modules({"torch.bad": BadDict()}, (target,), (), ("torch.",))
 
 
+@pytest.mark.torch
 def test_install_finds_the_bindings_the_python_scan_finds() -> None:
     torch = pytest.importorskip("torch")  # noqa: F841
     import sys
