@@ -95,20 +95,15 @@ def find_bindings(replacements: Mapping[int, Any], skip: Iterable[str]) -> list[
     with `_C._find_bound_in_modules`, the module filter too (1.7M in Python).
     """
     engine = sys.modules["cpytree"]._C
-    in_modules = getattr(engine, "_find_bound_in_modules", None)
-    if in_modules is not None:  # the filter of `_torch_modules` and the scan, in one C call
+    if engine is not None:  # the filter of `_torch_modules` and the scan, in one C call
         modules = sys.modules.copy()  # a copy: reading a non-module's __dict__ may import
         for name in skip:
             modules.pop(name, None)
-        bound: list[tuple[str, str]] = in_modules(
+        bound: list[tuple[str, str]] = engine._find_bound_in_modules(
             modules, tuple(replacements.values()), TORCH_NAMES, TORCH_PREFIXES
         )
         return bound
     names, namespaces = _torch_modules(skip)
-    find_bound = getattr(engine, "_find_bound", None)
-    if find_bound is not None:
-        found = find_bound(namespaces, tuple(replacements.values()))
-        return [(names[index], attr) for index, attr in found]
     pairs = []  # without the engine (install() does not run then)
     wanted = replacements.keys()
     for module_name, namespace in zip(names, namespaces, strict=True):
