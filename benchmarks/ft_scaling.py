@@ -12,6 +12,12 @@ process CPU time are measured, best of --repeat rounds. Two sharing modes:
           and the dict keys are still shared: they are the same objects);
 - shared: all threads flatten the very same tree object.
 
+Then three pure-Python controls (no engine) in the same process: a loop that
+shares nothing (what two threads can get on this machine at best), and dict
+building from 200 key objects each thread owns, or all threads share: on
+3.13t a reference to a shared mortal key is an atomic add on its shared
+count, so dict-making scales worse with shared keys in CPython's own code.
+
 speedup = (T x calls / wall_T) / (calls / wall_1): 2.0 is perfect scaling on
 two cores. With the GIL (a default build) threads take turns: ~1.0. On a
 free-threaded build (3.13t) the goal is >= 1.8 for two threads. CPU time per
@@ -65,7 +71,61 @@ def resnet_like(seed: int = 0) -> collections.OrderedDict:
     )
 
 
-WORKLOADS = {"dict200": dict200, "resnet": resnet_like}
+def dict200_interned(seed: int = 0) -> dict:
+    # The same tree with interned keys, as keys written in source are: 3.13t
+    # makes interned strings immortal, so taking a reference to one writes no
+    # shared reference count. dict200's keys, made at run time, are mortal:
+    # every thread's unflatten increments and decrements the same keys (the
+    # interned spec's), one cache line bouncing between the cores.
+    return {sys.intern(f"k{i}"): [seed, i, None] for i in range(200)}
+
+
+WORKLOADS = {"dict200": dict200, "dict200-interned-keys": dict200_interned, "resnet": resnet_like}
+
+
+def control_spin(calls: int, _keys: list) -> None:
+    # A pure-Python loop sharing nothing: the best 2 threads get on this machine.
+    x = 0
+    for i in range(calls * 150):
+        x += i * i
+
+
+def control_dict_build(calls: int, keys: list) -> None:
+    # CPython's own dict building from the given key objects (no engine).
+    values = list(range(len(keys)))
+    for _ in range(calls):
+        dict(zip(keys, values, strict=True))
+
+
+CONTROLS = {
+    "spin (shares nothing)": (control_spin, False),
+    "dict(zip(keys)) own keys": (control_dict_build, False),
+    "dict(zip(keys)) shared keys": (control_dict_build, True),
+}
+
+
+def run_control(fn, shared: bool, threads: int, calls: int) -> tuple[float, float]:
+    """The controls under run()'s timing: pure Python, each thread `calls` rounds."""
+    keysets = [[f"k{i}" for i in range(200)] for _ in range(threads)]
+    if shared:
+        keysets = [keysets[0]] * threads
+    start = threading.Barrier(threads + 1)
+    done = []
+
+    def work(keys):
+        start.wait()
+        fn(calls, keys)
+        done.append(time.perf_counter())
+
+    workers = [threading.Thread(target=work, args=(k,)) for k in keysets]
+    for w in workers:
+        w.start()
+    cpu0 = time.process_time()
+    start.wait()
+    t0 = time.perf_counter()
+    for w in workers:
+        w.join()
+    return max(done) - t0, time.process_time() - cpu0
 
 
 def op_flatten(tree, leaves, spec):
@@ -173,6 +233,22 @@ def main() -> int:
                             "speedup": speedup,
                         }
                     )
+    if not a.single:
+        print(f"\ncontrols (pure Python, no engine), {a.calls} rounds a thread; load {loadavg()}")
+        print(f"  {'control':30} {'T':>2} {'rounds/s':>12} {'speedup':>8}")
+        for cname, (fn, shared) in CONTROLS.items():
+            base = None
+            for t in counts:
+                wall, _cpu = min(
+                    (run_control(fn, shared, t, a.calls) for _ in range(a.repeat)),
+                    key=lambda r: r[0],
+                )
+                rate = t * a.calls / wall
+                base = rate if t == 1 else base
+                print(f"  {cname:30} {t:>2} {rate:>12,.0f} {rate / base:>8.2f}")
+                results.append(
+                    {"control": cname, "threads": t, "wall_s": wall, "speedup": rate / base}
+                )
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"python": sys.version, "free_threaded": ft, "results": results}, f, indent=1)

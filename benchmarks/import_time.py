@@ -95,11 +95,16 @@ if case in SIDECAR:  # this process stands for the sidecar, as `python <its __ma
     sys.argv[0] = os.path.join(torch_dir, "_inductor", "compile_worker", "__main__.py")
 worker = None
 hook_ms = []
+if case in IMPORT_TORCH:
+    # torch's entry-point scan imports importlib.metadata (and email, zipfile,
+    # csv... under it); the autoload cases import it here for their timing
+    # hook, so every `import torch` case does, or the cases without the hook
+    # would count those modules and their instructions in the statement.
+    import importlib.metadata as _md
 if case in ("autoload", "autoload-off"):
     # The entry point's own share of `import torch`: torch loads it and calls
     # it (`_import_device_backends`); both are timed here, in this process,
     # which `import torch`'s own variance (hundreds of ms) does not blur.
-    import importlib.metadata as _md
 
     _load = _md.EntryPoint.load
 
