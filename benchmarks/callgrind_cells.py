@@ -56,10 +56,11 @@ TREES = {"dict200": dict200, "resnet": resnet_like, "args": nested_args}
 OPS = ("flatten", "unflatten", "map", "leaves", "flatten_up_to")
 DEFAULT_CELLS = [f"{t}/{o}" for t in TREES for o in OPS]
 # Controls, not in the default cells: the same operation in pure Python
-# (cpytree._reference), and the copy `[list(v) for v in d.values()]`: what
+# (cpytree._reference), the copy `[list(v) for v in d.values()]`, and the
+# call of a C builtin (`len(tree)`: the harness's own cost per call): what
 # the interpreter itself costs (py_copy: dict trees), e.g. on a free-threaded build against a GIL
 # one (--python each), apart from the engine.
-CONTROL_OPS = ("ref_flatten", "ref_leaves", "py_copy")
+CONTROL_OPS = ("ref_flatten", "ref_leaves", "py_copy", "py_call")
 
 
 def child(cell: str, calls: int) -> None:
@@ -78,6 +79,7 @@ def child(cell: str, calls: int) -> None:
         "ref_flatten": lambda: _reference.tree_flatten(tree),
         "ref_leaves": lambda: _reference.tree_leaves(tree),
         "py_copy": lambda: [list(v) for v in tree.values()],
+        "py_call": lambda: len(tree),
     }[op]
     for _ in range(50):  # warm-up: caches, the per-thread builder
         fn()
