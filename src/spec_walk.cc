@@ -189,8 +189,8 @@ class SpecFlattener {
   bool VisitLeafItems(std::int64_t i, PyObject* seq, int depth) {
     const Node& s = v_.nodes[i];
     std::int64_t first = i - static_cast<std::int64_t>(s.arity);
-    // No reserve of exactly the arity here: called once per list, it
-    // reallocated (and copied) the whole output for every node.
+    // No reserve here (WalkInto reserved for the whole walk): one of the
+    // exact arity per list reallocated and copied the output every time.
     for (std::uint32_t k = 0; k < s.arity; ++k) {
       if (kList && k >= PyList_GET_SIZE(seq)) return Arity(s, PyList_GET_SIZE(seq));
       PyObject* child = kList ? PyList_GET_ITEM(seq, k) : PyTuple_GET_ITEM(seq, k);
@@ -714,6 +714,8 @@ template <Walk kMode>
 bool WalkInto(SpecView v, PyObject* tree, PyObject* registry, std::vector<PyObject*>* out,
               SpecBuilder* scratch) {
   SpecFlattener<kMode> f(v, registry, out, scratch);
+  // One allocation for what a match appends: a leaf per spec leaf.
+  out->reserve(out->size() + static_cast<std::size_t>(v.nodes[v.root_index()].num_leaves));
   bool ok = f.Visit(v.root_index(), tree, 0);
   if (!ok) f.RaisePending();
   return ok;
