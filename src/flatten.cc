@@ -43,6 +43,20 @@ class Flattener {
     if (type == &PyTuple_Type) return VisitTuple(obj, NodeKind::kTuple, depth);
     if (type == &PyDict_Type) return VisitDict(obj, NodeKind::kDict, depth);
     if (obj == Py_None || IsPlainScalarLeaf(type)) return AddLeaf(obj);
+#if CPYTREE_FREE_THREADED
+    // Before VisitOther, whose leaf-cache check is a thread-local access
+    // (a __tls_get_addr call) without the GIL: the registry's fixed kinds.
+    switch (BuiltinMapKind(type)) {
+      case NodeKind::kOrderedDict:
+        return VisitDict(obj, NodeKind::kOrderedDict, depth);
+      case NodeKind::kDefaultDict:
+        return VisitDict(obj, NodeKind::kDefaultDict, depth);
+      case NodeKind::kDeque:
+        return VisitDeque(obj, depth);
+      default:
+        break;
+    }
+#endif
     return VisitOther(obj, depth);
   }
 
