@@ -1,6 +1,7 @@
 """Instructions per call of a few engine cells, under callgrind (not a test).
 
     python benchmarks/callgrind_cells.py [--cells dict200/flatten,...] [--python PY]
+    (controls: --cells dict200/ref_leaves,dict200/py_copy, see CONTROL_OPS)
 
 Runs each cell twice under `valgrind --tool=callgrind` (N1 and N2 calls after
 a warm-up) and prints (Ir(N2) - Ir(N1)) / (N2 - N1): the instructions one
@@ -54,10 +55,17 @@ def nested_args():
 TREES = {"dict200": dict200, "resnet": resnet_like, "args": nested_args}
 OPS = ("flatten", "unflatten", "map", "leaves", "flatten_up_to")
 DEFAULT_CELLS = [f"{t}/{o}" for t in TREES for o in OPS]
+# Controls, not in the default cells: the same operation in pure Python
+# (cpytree._reference), the copy `[list(v) for v in d.values()]`, and the
+# call of a C builtin (`len(tree)`: the harness's own cost per call): what
+# the interpreter itself costs (py_copy: dict trees), e.g. on a free-threaded build against a GIL
+# one (--python each), apart from the engine.
+CONTROL_OPS = ("ref_flatten", "ref_leaves", "py_copy", "py_call")
 
 
 def child(cell: str, calls: int) -> None:
     import cpytree
+    from cpytree import _reference
 
     tree_name, op = cell.split("/")
     tree = TREES[tree_name]()
@@ -68,6 +76,10 @@ def child(cell: str, calls: int) -> None:
         "map": lambda: cpytree.tree_map(id, tree),
         "leaves": lambda: cpytree.tree_leaves(tree),
         "flatten_up_to": lambda: spec.flatten_up_to(tree),
+        "ref_flatten": lambda: _reference.tree_flatten(tree),
+        "ref_leaves": lambda: _reference.tree_leaves(tree),
+        "py_copy": lambda: [list(v) for v in tree.values()],
+        "py_call": lambda: len(tree),
     }[op]
     for _ in range(50):  # warm-up: caches, the per-thread builder
         fn()
@@ -111,6 +123,9 @@ def main() -> int:
     ap.add_argument("--n2", type=int, default=300)
     a = ap.parse_args()
     env = dict(os.environ)
+    # A fixed seed: str hashes decide the dicts' probe sequences, which moved
+    # the counts by ~1% between runs.
+    env.setdefault("PYTHONHASHSEED", "0")
     for cell in a.cells.split(","):
         i1 = instructions(a.python, cell, a.n1, env)
         i2 = instructions(a.python, cell, a.n2, env)

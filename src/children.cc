@@ -141,13 +141,10 @@ bool g_layout_verified = false;
 
 bool LayoutVerified() { return g_layout_verified; }
 
-bool Snapshot(PyObject* obj, std::vector<PyObject*>* keys, std::vector<PyObject*>* values) {
-  // No user code runs during this walk (only borrowed reads and increfs),
-  // so the list cannot change under it. Without the GIL: under the dict's
-  // critical section, which CPython 3.13t's OrderedDict does not take around
-  // its linked list (a concurrent OrderedDict mutation is unsafe in CPython
-  // itself there), but does take for the dict part.
-  ft::CriticalSection cs(obj);
+namespace {
+
+// Snapshot's walk; the caller holds the critical section (free-threaded).
+bool SnapshotLocked(PyObject* obj, std::vector<PyObject*>* keys, std::vector<PyObject*>* values) {
   const ODictMirror* od = reinterpret_cast<const ODictMirror*>(obj);
   Py_ssize_t pos = 0;
   bool lockstep = true;  // the dict's own order agrees so far: values for free
@@ -172,10 +169,23 @@ bool Snapshot(PyObject* obj, std::vector<PyObject*>* keys, std::vector<PyObject*
   return true;
 }
 
+}  // namespace
+
+bool Snapshot(PyObject* obj, std::vector<PyObject*>* keys, std::vector<PyObject*>* values) {
+  // No user code runs during this walk (only borrowed reads and increfs),
+  // so the list cannot change under it. Without the GIL: under the dict's
+  // critical section, which CPython 3.13t's OrderedDict does not take around
+  // its linked list (a concurrent OrderedDict mutation is unsafe in CPython
+  // itself there), but does take for the dict part.
+  ft::CriticalSection cs(obj);
+  return SnapshotLocked(obj, keys, values);
+}
+
 KeyOrder SnapshotIfKeys(PyObject* obj, PyObject* const* expected, std::size_t n,
                         std::vector<PyObject*>* values) {
-  // Without the GIL the caller's general path (a locked snapshot) decides.
-  if constexpr (ft::kFreeThreaded) return KeyOrder::kNeedsEq;
+  // Without the GIL: the key check and the snapshot under one critical
+  // section (as Snapshot), so the values are those of the keys checked.
+  ft::CriticalSection cs(obj);
   const ODictMirror* od = reinterpret_cast<const ODictMirror*>(obj);
   if (static_cast<std::size_t>(PyDict_GET_SIZE(obj)) != n) return KeyOrder::kDifferent;
   // Compare all keys first: a user __eq__ may run (non-identical keys) and
@@ -188,7 +198,7 @@ KeyOrder SnapshotIfKeys(PyObject* obj, PyObject* const* expected, std::size_t n,
   }
   if (k != n) return KeyOrder::kDifferent;
   std::size_t base = values->size();
-  if (!Snapshot(obj, nullptr, values)) return KeyOrder::kError;
+  if (!SnapshotLocked(obj, nullptr, values)) return KeyOrder::kError;
   if (values->size() - base != n) {  // cannot happen without user code; be safe
     ReleaseFrom(values, base);
     return KeyOrder::kDifferent;

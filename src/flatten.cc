@@ -43,6 +43,20 @@ class Flattener {
     if (type == &PyTuple_Type) return VisitTuple(obj, NodeKind::kTuple, depth);
     if (type == &PyDict_Type) return VisitDict(obj, NodeKind::kDict, depth);
     if (obj == Py_None || IsPlainScalarLeaf(type)) return AddLeaf(obj);
+#if CPYTREE_FREE_THREADED
+    // Before VisitOther, whose leaf-cache check is a thread-local access
+    // (a __tls_get_addr call) without the GIL: the registry's fixed kinds.
+    switch (BuiltinMapKind(type)) {
+      case NodeKind::kOrderedDict:
+        return VisitDict(obj, NodeKind::kOrderedDict, depth);
+      case NodeKind::kDefaultDict:
+        return VisitDict(obj, NodeKind::kDefaultDict, depth);
+      case NodeKind::kDeque:
+        return VisitDeque(obj, depth);
+      default:
+        break;
+    }
+#endif
     return VisitOther(obj, depth);
   }
 
@@ -121,32 +135,69 @@ class Flattener {
 
   // A list may be mutated by user code run below it (is_leaf, custom
   // flatten): read its size every step and hold each child while visiting.
-  // Free-threaded builds: another thread may mutate it at any time, so each
-  // item is read as CPython's list iterator reads it (ft::ListItemRef).
+  // Free-threaded builds: another thread may mutate it at any time.
+  // Without is_leaf or paths, a run of plain leaves (None, plain scalars,
+  // the cached leaf type: nothing that runs user code or makes a Python
+  // object) is taken under one critical section of the list, as CPython's
+  // own list copy reads a list, and so is the item that ends the run (held,
+  // then visited outside the section): one lock per run instead of an
+  // atomic read per item, and the same items the GIL build's loop takes,
+  // since no code runs within a run. Otherwise (is_leaf, paths, a child
+  // past the depth bound, which Visit reports) each item is read as
+  // CPython's list iterator reads it (ft::ListItemRef).
   bool VisitList(PyObject* list, int depth) {
-    Mark m = Begin();
 #if CPYTREE_FREE_THREADED
-    Py_ssize_t i = 0;
-    for (PyObject* child; (child = ft::ListItemRef(list, i)) != nullptr; ++i) {
-      bool ok = VisitChild(child, depth, [i] { return MakeSequenceKey(i); });
-      Py_DECREF(child);
-      if (!ok) return false;
+    if constexpr (!kHasIsLeaf && !kWithPath) {
+      if (!limit_.Exceeded(depth + 1)) return VisitListRuns(list, depth);
     }
-    End(m, NodeKind::kList, static_cast<std::size_t>(i));
-    return true;
-#else
-    Py_ssize_t i = 0;
-    for (; i < PyList_GET_SIZE(list); ++i) {
-      PyObject* child = PyList_GET_ITEM(list, i);
-      Py_INCREF(child);
-      bool ok = VisitChild(child, depth, [i] { return MakeSequenceKey(i); });
-      Py_DECREF(child);
-      if (!ok) return false;
-    }
-    End(m, NodeKind::kList, static_cast<std::size_t>(i));
-    return true;
 #endif
+    Mark m = Begin();
+    Py_ssize_t i = 0;
+#if CPYTREE_FREE_THREADED
+    for (PyObject* child; (child = ft::ListItemRef(list, i)) != nullptr; ++i) {
+#else
+    for (; i < PyList_GET_SIZE(list); ++i) {
+      PyObject* child = Py_NewRef(PyList_GET_ITEM(list, i));
+#endif
+      bool ok = VisitChild(child, depth, [i] { return MakeSequenceKey(i); });
+      Py_DECREF(child);
+      if (!ok) return false;
+    }
+    End(m, NodeKind::kList, static_cast<std::size_t>(i));
+    return true;
   }
+
+#if CPYTREE_FREE_THREADED
+  // VisitList by runs of plain leaves, each under one critical section.
+  bool VisitListRuns(PyObject* list, int depth) {
+    Mark m = Begin();
+    Py_ssize_t i = 0;
+    for (;;) {
+      PyObject* child = nullptr;
+      {
+        ft::CriticalSection cs(list);
+        PyTypeObject* cached = CachedLeafType();
+        for (; i < PyList_GET_SIZE(list); ++i) {
+          PyObject* o = PyList_GET_ITEM(list, i);
+          PyTypeObject* t = Py_TYPE(o);
+          if (o == Py_None || IsPlainScalarLeaf(t) || (t == cached && !PyTuple_Check(o))) {
+            AddLeaf(o);  // no Python object made: cannot fail
+            continue;
+          }
+          child = Py_NewRef(o);
+          break;
+        }
+      }
+      if (child == nullptr) break;
+      bool ok = Visit(child, depth + 1);
+      Py_DECREF(child);
+      if (!ok) return false;
+      ++i;
+    }
+    End(m, NodeKind::kList, static_cast<std::size_t>(i));
+    return true;
+  }
+#endif
 
   // Tuples are immutable and their parent holds them: no per-child refs.
   bool VisitTuple(PyObject* tuple, NodeKind kind, int depth) {

@@ -130,15 +130,7 @@ class Mapper {
   // Snapshots a list's items first: `func` may mutate the input list.
   PyObject* MapList(PyObject* list, int depth) {
     std::size_t base = b_->pending.size(), rbase;
-#if CPYTREE_FREE_THREADED
-    ft::AppendListItems(list, &b_->pending);  // as CPython's list iterator reads it
-#else
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); ++i) {
-      PyObject* o = PyList_GET_ITEM(list, i);
-      Py_INCREF(o);
-      b_->pending.push_back(o);
-    }
-#endif
+    ft::AppendListItems(list, &b_->pending);  // one state of it (its lock without the GIL)
     if (!MapPending(base, depth, &rbase)) return nullptr;
     return NodeFromResults(rbase, NewListNode);
   }

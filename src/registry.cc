@@ -48,9 +48,19 @@ PyObject* ImportAttr(const char* module, const char* name) {
   return PyObject_GetAttrString(mod.get(), name);
 }
 
-#ifdef Py_GIL_DISABLED
-void ReleaseRegistration(Registration* reg);
+// Frees a registration no map holds any more (null: nothing). Called by a
+// writer after it unlocked: releasing the references may run Python code (a
+// finalizer) that registers again.
+void FreeRegistration(Registration* reg) {
+  if (reg == nullptr) return;
+  Py_XDECREF(reg->type);
+  Py_XDECREF(reg->flatten_fn);
+  Py_XDECREF(reg->unflatten_fn);
+  Py_XDECREF(reg->flatten_with_keys_fn);
+  delete reg;
+}
 
+#ifdef Py_GIL_DISABLED
 // Publishes `next`, retires the previous map and `dropped` (a registration
 // `next` no longer holds, or null), and moves what no reader can still see
 // into *out. Under writer_mutex.
@@ -77,15 +87,7 @@ void Publish(std::unique_ptr<RegistryMap> next, Registration* dropped, Reclaimed
 // registers again.
 void FreeReclaimed(Reclaimed* out) {
   for (const RegistryMap* map : out->maps) delete map;
-  for (Registration* reg : out->regs) ReleaseRegistration(reg);
-}
-
-void ReleaseRegistration(Registration* reg) {
-  Py_XDECREF(reg->type);
-  Py_XDECREF(reg->flatten_fn);
-  Py_XDECREF(reg->unflatten_fn);
-  Py_XDECREF(reg->flatten_with_keys_fn);
-  delete reg;
+  for (Registration* reg : out->regs) FreeRegistration(reg);
 }
 #else
 // Publishes `next` and frees the previous map (no lookup is under way: the
@@ -94,18 +96,6 @@ void Publish(std::unique_ptr<RegistryMap> next) {
   const RegistryMap* old = g_map.exchange(next.release(), std::memory_order_acq_rel);
   g_leaf_type_cache.store(nullptr, std::memory_order_relaxed);
   delete old;
-}
-
-// Frees a registration no map holds any more. Called by a writer after it
-// unlocked: releasing the references may run Python code (a finalizer)
-// that registers again.
-void FreeRegistration(Registration* reg) {
-  if (reg == nullptr) return;
-  Py_XDECREF(reg->type);
-  Py_XDECREF(reg->flatten_fn);
-  Py_XDECREF(reg->unflatten_fn);
-  Py_XDECREF(reg->flatten_with_keys_fn);
-  delete reg;
 }
 #endif
 

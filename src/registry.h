@@ -199,6 +199,19 @@ int IsNamedTupleClass(PyTypeObject* type);
 // type like IsNamedTupleClass), else by calling cls. New reference.
 PyObject* NewNamedTuple(PyObject* cls, PyObject** values, Py_ssize_t n);
 
+// The kind of the builtin types the registry holds (OrderedDict, defaultdict,
+// deque; exact types), kLeaf for any other type: their registrations are
+// fixed at import (RegisterNode leaves them as they are, UnregisterNode
+// refuses them), so a pointer compare gives the map's answer without the
+// hash lookup and, without the GIL, without a registry read.
+inline NodeKind BuiltinMapKind(PyTypeObject* type) {
+  PyObject* t = reinterpret_cast<PyObject*>(type);
+  if (t == g_builtins.ordered_dict) return NodeKind::kOrderedDict;
+  if (t == g_builtins.defaultdict) return NodeKind::kDefaultDict;
+  if (t == g_builtins.deque) return NodeKind::kDeque;
+  return NodeKind::kLeaf;
+}
+
 // The node kind of `obj`, for objects that are not exact list/tuple/dict/None;
 // kLeaf if it is not a node. Sets *reg for kCustom (free-threaded builds:
 // readable until EndRegistryRead, see LookupRegistration); sets *error
@@ -214,6 +227,8 @@ inline NodeKind Classify(PyObject* obj, const Registration** reg, bool* error) {
     }
   } else if (IsCachedLeafType(type)) {
     return NodeKind::kLeaf;
+  } else if (NodeKind k = BuiltinMapKind(type); k != NodeKind::kLeaf) {
+    return k;
   }
 #if CPYTREE_FREE_THREADED
   std::uint64_t generation = g_registry_generation.load(std::memory_order_acquire);

@@ -33,19 +33,6 @@ namespace {
 
 enum class Walk { kStrict, kUpTo, kFx };
 
-#if CPYTREE_FREE_THREADED
-// Owned references released on scope exit (free-threaded snapshots).
-struct OwnedVector {
-  std::vector<PyObject*> v;
-  OwnedVector() = default;
-  OwnedVector(const OwnedVector&) = delete;
-  OwnedVector& operator=(const OwnedVector&) = delete;
-  ~OwnedVector() {
-    if (MayReleaseInDestructor()) ReleaseFrom(&v, 0);  // see common.h
-  }
-};
-#endif
-
 // What getting the children of a non-leaf node against its spec node did.
 enum class Children {
   kFailed,   // an exception is set, or a mismatch is recorded in the PathError
@@ -113,12 +100,18 @@ class SpecFlattener {
       }
       if (s.kind == NodeKind::kList && t == &PyList_Type) return VisitList(i, node, depth);
       if (s.kind == NodeKind::kDict && t == &PyDict_Type) {
+#if CPYTREE_FREE_THREADED
+        bool different = false;  // up-to: other keys or order, nothing visited
+        bool ok = VisitDictSnapshot(i, node, depth, &different);
+        if (!different) return ok;
+#else
         // Strict checks each key as it goes; up-to must know first whether
         // the keys are in the spec's order (else it matches by key set).
         if constexpr (kStrict) return VisitDict(i, node, depth);
         KeyOrder order = SameKeysInOrder(s, node);
         if (order == KeyOrder::kError) return false;
         if (order == KeyOrder::kSame) return VisitDict(i, node, depth);
+#endif
       }
     }
     std::size_t base = held_.size();
@@ -196,7 +189,8 @@ class SpecFlattener {
   bool VisitLeafItems(std::int64_t i, PyObject* seq, int depth) {
     const Node& s = v_.nodes[i];
     std::int64_t first = i - static_cast<std::int64_t>(s.arity);
-    out_->reserve(out_->size() + s.arity);
+    // No reserve here (WalkInto reserved for the whole walk): one of the
+    // exact arity per list reallocated and copied the output every time.
     for (std::uint32_t k = 0; k < s.arity; ++k) {
       if (kList && k >= PyList_GET_SIZE(seq)) return Arity(s, PyList_GET_SIZE(seq));
       PyObject* child = kList ? PyList_GET_ITEM(seq, k) : PyTuple_GET_ITEM(seq, k);
@@ -226,14 +220,28 @@ class SpecFlattener {
   }
 
   bool VisitList(std::int64_t i, PyObject* list, int depth) {
-#if CPYTREE_FREE_THREADED
-    // One state of the list (another thread may resize it): a tuple has the
-    // same checks and messages.
-    Ref frozen(PyList_AsTuple(list));
-    if (!frozen) return false;
-    return VisitTuple(i, frozen.get(), depth);
-#endif
     const Node& s = v_.nodes[i];
+#if CPYTREE_FREE_THREADED
+    // One state of the list (another thread may resize it), read under its
+    // critical section as CPython's list copy reads it: the items held, then
+    // visited with a tuple's checks and messages, none under the section.
+    std::size_t base = held_.size();
+    Py_ssize_t n;
+    {
+      ft::CriticalSection cs(list);
+      n = PyList_GET_SIZE(list);
+      if (n == static_cast<Py_ssize_t>(s.arity)) {
+        PyObject* const* items = reinterpret_cast<PyListObject*>(list)->ob_item;
+        if (!kStrict && AllChildrenLeaves(s)) {  // up-to takes leaf children unchecked
+          for (Py_ssize_t k = 0; k < n; ++k) out_->push_back(Py_NewRef(items[k]));
+          return true;
+        }
+        for (Py_ssize_t k = 0; k < n; ++k) Hold(items[k]);
+      }
+    }
+    if (n != static_cast<Py_ssize_t>(s.arity)) return Arity(s, n);
+    return VisitHeld(i, base, depth);
+#else
     if (PyList_GET_SIZE(list) != s.arity) return Arity(s, PyList_GET_SIZE(list));
     if (AllChildrenLeaves(s)) return VisitLeafItems<true>(i, list, depth);
     std::size_t ibase = PushChildren(i);
@@ -245,27 +253,61 @@ class SpecFlattener {
     }
     idx_.resize(ibase);
     return true;
+#endif
   }
 
-  // Whether the exact dict's keys are the spec's, in order (== after
-  // identity): kSame, kDifferent or kError.
-  KeyOrder SameKeysInOrder(const Node& s, PyObject* dict) {
 #if CPYTREE_FREE_THREADED
-    {
-      // Compared on a snapshot of the keys (user __eq__ runs outside the lock).
-      OwnedVector keys, values;
-      SnapshotDict(dict, NodeKind::kDict, &keys.v, &values.v);
-      if (keys.v.size() != s.arity) return KeyOrder::kDifferent;
-      PyObject* const* expected = v_.items + s.ctx;
-      for (std::uint32_t k = 0; k < s.arity; ++k) {
-        if (keys.v[k] == expected[k]) continue;
-        int eq = PyObject_RichCompareBool(keys.v[k], expected[k], Py_EQ);
-        if (eq < 0) return KeyOrder::kError;
-        if (eq == 0) return KeyOrder::kDifferent;
-      }
-      return KeyOrder::kSame;
+  // Free-threaded builds: an exact dict for a dict spec node, on one
+  // snapshot of it taken under its lock (keys on keys_, values on held_;
+  // user __eq__ and the children's visits run outside the lock), with the
+  // checks of the GIL build's VisitDict. Up-to mode first compares all keys
+  // in order (SameKeysInOrder); if they differ it visits nothing and sets
+  // *different: the general path decides (key sets).
+  bool VisitDictSnapshot(std::int64_t i, PyObject* dict, int depth, bool* different) {
+    const Node& s = v_.nodes[i];
+    std::size_t kbase = keys_.size(), base = held_.size();
+    SnapshotDict(dict, NodeKind::kDict, &keys_, &held_);  // an exact dict: cannot fail
+    std::size_t n = keys_.size() - kbase;
+    PyObject* const* expected = v_.items + s.ctx;
+    if (n != s.arity) {
+      if constexpr (kStrict) return Fail(DictKeysMismatchMessage(expected, s.arity, dict));
+      *different = true;
     }
+    if constexpr (!kStrict) {
+      for (std::uint32_t k = 0; !*different && k < s.arity; ++k) {
+        if (keys_[kbase + k] == expected[k]) continue;
+        int eq = PyObject_RichCompareBool(keys_[kbase + k], expected[k], Py_EQ);
+        if (eq < 0) return false;
+        *different = eq == 0;
+      }
+      ReleaseFrom(&keys_, kbase);
+      if (*different) {
+        ReleaseFrom(&held_, base);
+        return false;
+      }
+      return VisitHeld(i, base, depth);
+    }
+    std::size_t ibase = PushChildren(i);
+    for (std::uint32_t k = 0; k < s.arity; ++k) {
+      if (keys_[kbase + k] != expected[k]) {
+        int eq = PyObject_RichCompareBool(keys_[kbase + k], expected[k], Py_EQ);
+        if (eq < 0) return false;
+        if (eq == 0) return Fail(DictKeysMismatchMessage(expected, s.arity, dict));
+      }
+      // By index: the stacks may grow (and move) inside the visit.
+      if (!VisitChild(i, k, ChildAt(ibase, s.arity, k), held_[base + k], depth)) return false;
+    }
+    idx_.resize(ibase);
+    ReleaseFrom(&held_, base);
+    ReleaseFrom(&keys_, kbase);
+    return true;
+  }
 #endif
+
+  // Whether the exact dict's keys are the spec's, in order (== after
+  // identity): kSame, kDifferent or kError. GIL builds (free-threaded:
+  // VisitDictSnapshot).
+  KeyOrder SameKeysInOrder(const Node& s, PyObject* dict) {
     if (PyDict_GET_SIZE(dict) != s.arity) return KeyOrder::kDifferent;
     PyObject* const* expected = v_.items + s.ctx;
     Py_ssize_t pos = 0;
@@ -284,30 +326,6 @@ class SpecFlattener {
   // An exact dict for a dict spec node. Strict mode checks each key here;
   // up-to mode comes here only after SameKeysInOrder.
   bool VisitDict(std::int64_t i, PyObject* dict, int depth) {
-#if CPYTREE_FREE_THREADED
-    {
-      // The same checks on one state of the dict, snapshotted under its lock.
-      const Node& s = v_.nodes[i];
-      OwnedVector keys, values;
-      SnapshotDict(dict, NodeKind::kDict, &keys.v, &values.v);
-      if (keys.v.size() != s.arity) {
-        return kStrict ? Fail(DictKeysMismatchMessage(v_.items + s.ctx, s.arity, dict))
-                       : Arity(s, static_cast<Py_ssize_t>(keys.v.size()));
-      }
-      PyObject* const* expected = v_.items + s.ctx;
-      std::size_t ibase = PushChildren(i);
-      for (std::uint32_t k = 0; k < s.arity; ++k) {
-        if (kStrict && keys.v[k] != expected[k]) {
-          int eq = PyObject_RichCompareBool(keys.v[k], expected[k], Py_EQ);
-          if (eq < 0) return false;
-          if (eq == 0) return Fail(DictKeysMismatchMessage(expected, s.arity, dict));
-        }
-        if (!VisitChild(i, k, ChildAt(ibase, s.arity, k), values.v[k], depth)) return false;
-      }
-      idx_.resize(ibase);
-      return true;
-    }
-#endif
     const Node& s = v_.nodes[i];
     if (PyDict_GET_SIZE(dict) != s.arity) {
       return kStrict ? Fail(DictKeysMismatchMessage(v_.items + s.ctx, s.arity, dict))
@@ -446,26 +464,26 @@ class SpecFlattener {
   // with the values held.
   bool DictChildren(const Node& s, PyObject* const* items, PyObject* node) {
     std::size_t base = held_.size();
-    std::vector<PyObject*>& keys = keys_;  // reused: no allocation per dict
-    bool ok = SnapshotDict(node, s.kind, &keys, &held_);
-    if (ok && keys.size() != s.arity) {
-      ok = Arity(s, static_cast<Py_ssize_t>(keys.size()));
+    std::size_t kbase = keys_.size();  // a stack: an outer dict may hold keys there
+    bool ok = SnapshotDict(node, s.kind, &keys_, &held_);
+    std::size_t n = keys_.size() - kbase;
+    if (ok && n != s.arity) {
+      ok = Arity(s, static_cast<Py_ssize_t>(n));
     } else if (ok) {
       PyObject* const* expected = items + FirstKeyItem(s.kind);
+      PyObject* const* keys = keys_.data() + kbase;  // no user code grows keys_ below
       if (s.kind == NodeKind::kDefaultDict) {
         Ref factory(DefaultFactoryOf(node));
         ok = factory && ContextEqual(items[0], factory.get(), "default_factory");
       }
-      for (std::size_t k = 0; ok && k < keys.size(); ++k) {
+      for (std::size_t k = 0; ok && k < n; ++k) {
         if (keys[k] == expected[k]) continue;
         int eq = PyObject_RichCompareBool(keys[k], expected[k], Py_EQ);
         if (eq < 0) ok = false;
-        if (eq == 0) {
-          ok = Fail(KeysMismatchMessage(expected, s.arity, keys.data(), keys.size()));
-        }
+        if (eq == 0) ok = Fail(KeysMismatchMessage(expected, s.arity, keys, n));
       }
     }
-    ReleaseFrom(&keys, 0);
+    ReleaseFrom(&keys_, kbase);
     if (!ok) ReleaseFrom(&held_, base);
     return ok;
   }
@@ -687,7 +705,7 @@ class SpecFlattener {
   std::vector<PyObject*>* out_;
   std::vector<PyObject*>& held_;    // owned children snapshots, a stack by level
   std::vector<std::int64_t>& idx_;  // child indices of the nodes being visited
-  std::vector<PyObject*>& keys_;    // a dict's keys (empty between uses)
+  std::vector<PyObject*>& keys_;    // dicts' keys, a stack by level (free-threaded strict walks)
   PathError err_;                   // a mismatch and its key path, collected while unwinding
   DepthBound limit_;
 };
@@ -696,6 +714,8 @@ template <Walk kMode>
 bool WalkInto(SpecView v, PyObject* tree, PyObject* registry, std::vector<PyObject*>* out,
               SpecBuilder* scratch) {
   SpecFlattener<kMode> f(v, registry, out, scratch);
+  // One allocation for what a match appends: a leaf per spec leaf.
+  out->reserve(out->size() + static_cast<std::size_t>(v.nodes[v.root_index()].num_leaves));
   bool ok = f.Visit(v.root_index(), tree, 0);
   if (!ok) f.RaisePending();
   return ok;
