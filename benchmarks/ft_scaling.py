@@ -105,27 +105,32 @@ CONTROLS = {
 
 
 def run_control(fn, shared: bool, threads: int, calls: int) -> tuple[float, float]:
-    """The controls under run()'s timing: pure Python, each thread `calls` rounds."""
+    """A pure-Python control, each thread `calls` rounds."""
     keysets = [[f"k{i}" for i in range(200)] for _ in range(threads)]
     if shared:
         keysets = [keysets[0]] * threads
-    start = threading.Barrier(threads + 1)
-    done = []
+    return timed_threads([lambda k=k: fn(calls, k) for k in keysets])
 
-    def work(keys):
+
+def timed_threads(bodies) -> tuple[float, float]:
+    """(wall s to the last body's end, process CPU s): one thread a body, all started at once."""
+    start = threading.Barrier(len(bodies) + 1)
+    began, done = [], []
+
+    def work(body):
         start.wait()
-        fn(calls, keys)
+        began.append(time.perf_counter())  # each thread's own start: short bodies
+        body()  # may end before the main thread runs again
         done.append(time.perf_counter())
 
-    workers = [threading.Thread(target=work, args=(k,)) for k in keysets]
+    workers = [threading.Thread(target=work, args=(b,)) for b in bodies]
     for w in workers:
         w.start()
     cpu0 = time.process_time()
     start.wait()
-    t0 = time.perf_counter()
     for w in workers:
         w.join()
-    return max(done) - t0, time.process_time() - cpu0
+    return max(done) - min(began), time.process_time() - cpu0
 
 
 def op_flatten(tree, leaves, spec):
@@ -150,24 +155,12 @@ def run(make, op, threads: int, calls: int, shared: bool) -> tuple[float, float]
     if shared:
         trees = [trees[0]] * threads
     args = [(t, *cpytree.tree_flatten(t)) for t in trees]
-    start = threading.Barrier(threads + 1)
-    done = []
 
-    def work(a):
-        start.wait()
+    def body(a):
         for _ in range(calls):
             op(*a)
-        done.append(time.perf_counter())
 
-    workers = [threading.Thread(target=work, args=(a,)) for a in args]
-    for w in workers:
-        w.start()
-    cpu0 = time.process_time()
-    start.wait()
-    t0 = time.perf_counter()
-    for w in workers:
-        w.join()
-    return max(done) - t0, time.process_time() - cpu0
+    return timed_threads([lambda a=a: body(a) for a in args])
 
 
 def loadavg() -> str:
