@@ -263,25 +263,25 @@ if [ "$SHARDS" = 1 ]; then
   exec "${pytest[@]}" ${PYTEST_ARGS:-tests/python}
 fi
 # SHARDS=N: the files split into N pytest processes run at once, the slowest
-# files first, each to the shard with the least time so far. Minutes under
-# qemu on this machine (2 cores, load 2-3.5; 2026-11-27, pytest_file_counts'
-# table), rounded up; a file not listed counts 1. test_errors and
-# test_limits include their children under qemu; test_leaks is at 10,000.
-declare -A MINUTES=(
-  [test_leaks.py]=19 [test_differential.py]=9 [test_errors.py]=7 [test_limits.py]=6
-  [test_core.py]=2 [test_serialization_engine.py]=3 [test_registry_churn.py]=3
+# files first, each to the shard with the least time so far. Seconds under
+# qemu on this machine (cp313, 2 cores, 2026-11-28, pytest_file_counts'
+# table); a file not listed counts 10. test_errors and test_limits include
+# their children under qemu; test_leaks is at 10,000.
+declare -A FILE_SECONDS=(
+  [test_leaks.py]=228 [test_differential.py]=81 [test_errors.py]=85 [test_limits.py]=85
+  [test_core.py]=24 [test_serialization_engine.py]=27 [test_registry_churn.py]=23
 )
 files=() opts=()
 for a in ${PYTEST_ARGS:-tests/python}; do  # options go to every shard
   case $a in -*) opts+=("$a") ;; *) if [ -d "$a" ]; then files+=("$a"/test_*.py); else files+=("$a"); fi ;; esac
 done
-mapfile -t files < <(for f in "${files[@]}"; do echo "${MINUTES[$(basename "$f")]:-1} $f"; done | sort -k1,1nr -k2 | cut -d' ' -f2)
+mapfile -t files < <(for f in "${files[@]}"; do echo "${FILE_SECONDS[$(basename "$f")]:-10} $f"; done | sort -k1,1nr -k2 | cut -d' ' -f2)
 declare -a load shard
 for ((i = 0; i < SHARDS; i++)); do load[i]=0; shard[i]=""; done
 for f in "${files[@]}"; do
   best=0
   for ((i = 1; i < SHARDS; i++)); do [ "${load[i]}" -lt "${load[best]}" ] && best=$i; done
-  load[best]=$((load[best] + ${MINUTES[$(basename "$f")]:-1}))
+  load[best]=$((load[best] + ${FILE_SECONDS[$(basename "$f")]:-10}))
   shard[best]+=" $f"
 done
 logs=${SHARD_LOGS:-/tmp/cpytree-aarch64}
@@ -289,7 +289,7 @@ mkdir -p "$logs" && rm -f "$logs"/shard*.log "$logs"/shard*.json
 pids=()
 for ((i = 0; i < SHARDS; i++)); do
   [ -n "${shard[i]}" ] || continue
-  echo "wheel_aarch64: shard $i (~${load[i]} min):${shard[i]} -> $logs/shard$i.log"
+  echo "wheel_aarch64: shard $i (~$(((load[i] + 59) / 60)) min):${shard[i]} -> $logs/shard$i.log"
   FILE_COUNTS_JSON=$logs/shard$i.json "${pytest[@]}" "${opts[@]}" ${shard[i]} > "$logs/shard$i.log" 2>&1 &
   pids+=($!)
 done
