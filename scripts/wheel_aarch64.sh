@@ -133,18 +133,19 @@ so=$root/cmake/_C.cpython-${PYV/./}-aarch64-linux-gnu.so
 file -b "$so" | grep -q "ARM aarch64" || { echo "wheel_aarch64: $so is not aarch64" >&2; exit 1; }
 [ "$strip" = OFF ] || { command -v aarch64-linux-gnu-strip >/dev/null || apt-get install -y -q binutils-aarch64-linux-gnu >&2; aarch64-linux-gnu-strip --strip-all "$so"; }
 
-# The pure-Python part (the same files for every CPython): an x86_64 wheel
-# of this checkout already in $DIST (the same CPython's if there is one), or
-# the host CPython's, built; its tag is rewritten to this CPython's.
-# A wheel in $DIST counts only if its Python part is this checkout's
-# (scripts/wheel_is_checkout.py): one left by another checkout or an older
-# commit gave the cp313 aarch64 wheel a stale _torch/_patch.py (2026-11-28).
+# The pure-Python part (the same files for every CPython): the newest x86_64
+# wheel in $DIST whose Python part is this checkout's
+# (scripts/wheel_is_checkout.py: one left by another checkout or an older
+# commit gave the cp313 aarch64 wheel a stale _torch/_patch.py, 2026-11-28),
+# or the host CPython's, built; its tag is rewritten to this CPython's.
 x86=
-for w in $({ ls -t "$DIST"/cpytree-*-"$CP"-"$CP"-*x86_64.whl; ls -t "$DIST"/cpytree-*x86_64.whl; } 2>/dev/null || true); do
+for w in $(ls -t "$DIST"/cpytree-*x86_64.whl 2>/dev/null || true); do
   "$tools/python" scripts/wheel_is_checkout.py "$w" 2>/dev/null && { x86=$w; break; }
 done
-[ -n "$x86" ] || x86=$(scripts/wheel.sh "$host" | tail -1)
-"$tools/python" scripts/wheel_is_checkout.py "$x86" || { echo "wheel_aarch64: $x86 is not this checkout's" >&2; exit 1; }
+if [ -z "$x86" ]; then
+  x86=$(scripts/wheel.sh "$host" | tail -1)
+  "$tools/python" scripts/wheel_is_checkout.py "$x86" || { echo "wheel_aarch64: $x86 is not this checkout's" >&2; exit 1; }
+fi
 work=$root/unpacked
 rm -rf "$work" && mkdir -p "$work"
 "$tools/python" -m wheel unpack -d "$work" "$x86" >/dev/null
