@@ -96,7 +96,8 @@ ENGINE: dict[str, str] = {
 }  # fmt: skip
 
 # Defined by cpytree/__init__.py itself (LeafSpec: the reference's without the
-# engine; the derived helpers bound to the package's TreeSpec and traversals).
+# engine; the derived helpers bound to the package's TreeSpec and traversals;
+# install() & co. from cpytree._torch), not by the reference.
 PACKAGE: tuple[str, ...] = (
     "ENGINE", "LeafSpec", "PyTreeSpec", "_broadcast_to_and_flatten", "_is_leaf",
     "_is_pytreespec_instance", "install", "is_installed", "status", "tree_all",
