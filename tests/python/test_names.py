@@ -10,6 +10,11 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -208,3 +213,40 @@ def test_stub_signatures_match_where_introspectable() -> None:
                 assert (stub_kind, kind) == ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD"), name
         checked += 1
     assert checked >= len(_names.ENGINE) - 1  # all but TreeSpec, a class
+
+
+def test_reference_only_mode_binds_the_reference() -> None:
+    # No extension at all (it failed to import): every engine name is the
+    # reference's namesake, and the key/serialization names their modules'.
+    code = textwrap.dedent(
+        """
+        import json, sys, warnings
+        sys.modules["cpytree._C"] = None
+        warnings.simplefilter("ignore")
+        import cpytree
+        from cpytree import _names, _reference, _keys, _serialization
+        wrong = [n for n in _names.ENGINE if getattr(cpytree, n) is not getattr(_reference, n)]
+        wrong += [n for n in ("key_get", "keystr") if getattr(cpytree, n) is not getattr(_keys, n)]
+        wrong += [n for n in ("treespec_dumps",)
+                  if cpytree.treespec_dumps is not _serialization.treespec_dumps]
+        print(json.dumps({"engine": cpytree.ENGINE, "c": cpytree._C is None, "wrong": wrong,
+                          "leaf": cpytree.LeafSpec is _reference.LeafSpec,
+                          "loads": cpytree.treespec_dumps(cpytree.treespec_loads(
+                              cpytree.treespec_dumps(cpytree.tree_structure([1, {"a": 2}]))))}))
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    ).stdout
+    res = json.loads(out.strip().splitlines()[-1])
+    assert res == {
+        "engine": "python",
+        "c": True,
+        "wrong": [],
+        "leaf": True,
+        "loads": '[1, {"type": "builtins.list", "context": "null", "children_spec": '
+        '[{"type": null, "context": null, "children_spec": []}, {"type": "builtins.dict", '
+        '"context": "[\\"a\\"]", "children_spec": [{"type": null, "context": null, '
+        '"children_spec": []}]}]}]',
+    }
