@@ -46,8 +46,7 @@ def connect(builtin_node_types: frozenset[type], serialization_state: Callable[[
     """At `import cpytree` with the engine: mirror the registry, hand over the loaders."""
     c = C
     assert c is not None, "the C++ engine is not active"
-    # hash(spec) follows torch: a constant's context hashes by its value.
-    c._set_constant_types((ConstantNode,))
+    set_constant_types()
 
     def mirror_registration(cls: type, node_def: NodeDef | None) -> None:
         """Keeps the engine's registry equal to SUPPORTED_NODES."""
@@ -72,10 +71,15 @@ def set_serialization(state: tuple[Any, ...]) -> None:
     C._set_serialization(state)
 
 
-def set_torch_constant_types(torch_constant_node: type) -> None:
-    """torch's ConstantNode too: a torch constant's spec hashes by value, as in torch."""
+def set_constant_types(torch_constant_node: type | None = None) -> None:
+    """hash(spec) follows torch: a constant's context hashes by its value.
+
+    cpytree's ConstantNode from `import cpytree`; torch's too once its registry
+    is followed (`_torch/_follow.py`).
+    """
     if C is not None:
-        C._set_constant_types((ConstantNode, torch_constant_node))
+        extra = () if torch_constant_node is None else (torch_constant_node,)
+        C._set_constant_types((ConstantNode, *extra))
 
 
 def set_known_flattens(dict_like: tuple[Any, ...], list_like: tuple[Any, ...]) -> None:

@@ -103,7 +103,7 @@ class TorchRegistryFollower:
             if not self.sync.attach(tp):
                 self._failure = "torch moved " + ", ".join(self.sync.drift())
             else:
-                _engine.set_torch_constant_types(tp.ConstantNode)
+                _engine.set_constant_types(tp.ConstantNode)
         except Exception as error:  # noqa: BLE001 - reported; never raised inside import torch
             self.sync.detach()
             self._failure = f"{type(error).__name__}: {error}"
