@@ -97,6 +97,20 @@ PyObject* PyMarkExiting([[maybe_unused]] PyObject* module, PyObject*) {
 
 PyObject* PyInternTableSize(PyObject*, PyObject*) { return PyLong_FromSsize_t(InternTableSize()); }
 
+// _set_loaders(keys, serialization): what the engine loads from the package
+// on first use, handed over once (cpytree._engine) so the engine never
+// imports the package: keys() returns the key classes, serialization() the
+// serialization state.
+PyObject* PySetLoaders(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2 || PyCallable_Check(args[0]) == 0 || PyCallable_Check(args[1]) == 0) {
+    PyErr_SetString(PyExc_TypeError, "_set_loaders: expected two callables");
+    return nullptr;
+  }
+  SetKeysLoader(args[0]);
+  SetSerializationLoader(args[1]);
+  Py_RETURN_NONE;
+}
+
 // Every entry point is CPYTREE_GUARDED (common.h): no C++ exception reaches
 // CPython.
 constexpr int kFastKw = METH_FASTCALL | METH_KEYWORDS;
@@ -164,6 +178,9 @@ PyMethodDef kModuleMethods[] = {
      "keystr(kp)\n--\n\nThe text of a key path, e.g. \"[0]['a'].x\"."},
     {"key_get", CPYTREE_GUARDED(PyKeyGet), METH_FASTCALL,
      "key_get(obj, kp)\n--\n\nThe subtree of obj at key path kp."},
+    {"_set_loaders", CPYTREE_GUARDED(PySetLoaders), METH_FASTCALL,
+     "_set_loaders(keys, serialization, /)\n--\n\n"
+     "Hands the engine the package's loaders of its key classes and serialization state."},
     {"_set_key_types", CPYTREE_GUARDED(PySetKeyTypes), METH_FASTCALL,
      "_set_key_types(SequenceKey, MappingKey, GetAttrKey, /)\n--\n\n"
      "Hands the key entry classes of cpytree._keys to the engine."},

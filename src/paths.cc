@@ -62,23 +62,32 @@ constexpr Py_ssize_t kMaxFieldKeys = 4096;
 PyObject* SetKeyClasses(std::atomic<KeyClasses*>* flavour, const char* name, PyObject* const* args,
                         Py_ssize_t nargs);
 
+// The package's loader of its own key classes (_set_loaders, once at
+// `import cpytree`): called with no arguments, it returns (SequenceKey,
+// MappingKey, GetAttrKey), loading cpytree._keys on its first call. A
+// replaced loader is kept (never freed: a call in another thread may hold it).
+std::atomic<PyObject*> g_keys_loader{nullptr};
+
 // cpytree's own key classes, on first use: `import cpytree` leaves
 // cpytree._keys unloaded (three frozen dataclasses are a sixth of the
-// import), so the first with-path call loads it, with the GIL held.
+// import), so the first with-path call asks the loader, with the GIL held.
 bool LoadOwnKeyClasses() {
-  Ref keys(PyImport_ImportModule("cpytree._keys"));
-  if (!keys) return false;
+  PyObject* loader = g_keys_loader.load(std::memory_order_acquire);
+  if (loader == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "cpytree._C: the key classes' loader is not set");
+    return false;
+  }
+  Ref classes(PyObject_CallNoArgs(loader));
+  if (!classes) return false;
   if (g_own_keys.load(std::memory_order_acquire)->sequence != nullptr) {
     return true;  // set by _set_key_types meanwhile
   }
-  Ref classes[3];
-  const char* names[3] = {"SequenceKey", "MappingKey", "GetAttrKey"};
-  PyObject* args[3];
-  for (int i = 0; i < 3; ++i) {
-    classes[i] = Ref(PyObject_GetAttrString(keys.get(), names[i]));
-    if (!classes[i]) return false;
-    args[i] = classes[i].get();
+  if (!PyTuple_Check(classes.get()) || PyTuple_GET_SIZE(classes.get()) != 3) {
+    PyErr_SetString(PyExc_TypeError, "cpytree._C: the key classes' loader must return 3 classes");
+    return false;
   }
+  PyObject* args[3];
+  for (Py_ssize_t i = 0; i < 3; ++i) args[i] = PyTuple_GET_ITEM(classes.get(), i);
   Ref done(SetKeyClasses(&g_own_keys, "_set_key_types", args, 3));
   return static_cast<bool>(done);
 }
@@ -295,6 +304,11 @@ PyObject* PySetKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 PyObject* PySetTorchKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return SetKeyClasses(&g_torch_keys, "_set_torch_key_types", args, nargs);
+}
+
+void SetKeysLoader(PyObject* loader) {
+  Py_INCREF(loader);
+  g_keys_loader.store(loader, std::memory_order_release);
 }
 
 namespace {

@@ -63,6 +63,9 @@ PyObject* PySetKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 // _set_torch_key_types(SequenceKey, MappingKey, GetAttrKey): torch's classes,
 // for PyTorchTreeFlattenWithPath and PyTorchTreeLeavesWithPath.
 PyObject* PySetTorchKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs);
+// The callable returning cpytree's own key classes on the first with-path
+// call (given once by the package: _set_loaders). Keeps a reference.
+void SetKeysLoader(PyObject* loader);
 
 }  // namespace cpytree
 

@@ -395,16 +395,31 @@ bool DumpView(SpecView v, std::string* out) {
 
 }  // namespace
 
+namespace {
+// The package's loader of the serialization state (_set_loaders, once at
+// `import cpytree`): called with no arguments, it returns the state tuple,
+// loading cpytree._serialization. A replaced loader is kept (never freed).
+std::atomic<PyObject*> g_serial_loader{nullptr};
+}  // namespace
+
+void SetSerializationLoader(PyObject* loader) {
+  Py_INCREF(loader);
+  g_serial_loader.store(loader, std::memory_order_release);
+}
+
 bool SerializationReady() {
   if (CPYTREE_LIKELY(g_serial_state.load(std::memory_order_acquire) != nullptr)) return true;
   // First use: `import cpytree` leaves cpytree._serialization unloaded (import
-  // time); the package hands over the state now, by the same
-  // _set_serialization, with the GIL held throughout.
-  Ref package(PyImport_ImportModule("cpytree"));
-  Ref state(package ? PyObject_CallMethod(package.get(), "_engine_serialization_state", nullptr)
-                    : nullptr);
+  // time); the loader it handed over loads it and returns the state, which
+  // is set by the same _set_serialization, with the GIL held throughout.
+  PyObject* loader = g_serial_loader.load(std::memory_order_acquire);
+  if (loader == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "cpytree._C: the serialization loader is not set");
+    return false;
+  }
+  Ref state(PyObject_CallNoArgs(loader));
   if (!state) return false;
-  if (g_serial_state.load(std::memory_order_acquire) == nullptr) {  // the import may have set it
+  if (g_serial_state.load(std::memory_order_acquire) == nullptr) {  // the loader may have set it
     Ref done(PySetSerialization(nullptr, state.get()));
     if (!done) return false;
   }

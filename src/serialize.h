@@ -57,10 +57,14 @@ inline const SerializationState& Serial() {
 // (ensure_ascii: every code point outside printable ASCII as \uXXXX).
 void AppendJsonStr(std::string* out, PyObject* s);
 
-// True when the state is set: on first use it asks the package for it
-// (`cpytree._engine_serialization_state()`, which loads
-// cpytree._serialization). False with a Python error if that fails.
+// True when the state is set: on first use it calls the loader the package
+// handed over (SetSerializationLoader), which loads cpytree._serialization.
+// False with a Python error if that fails.
 bool SerializationReady();
+
+// The callable returning the state on first use (given once by the package:
+// _set_loaders). Keeps a reference.
+void SetSerializationLoader(PyObject* loader);
 
 // _set_serialization(state: tuple, /)
 PyObject* PySetSerialization(PyObject*, PyObject* state);

@@ -142,7 +142,12 @@ def treespec_loads(serialized: str) -> TreeSpec: ...
 def _set_serialization(state: tuple[Any, ...], /) -> None: ...
 def key_get(obj: Any, kp: KeyPath, /) -> Any: ...
 
-# Private hooks of the package (cpytree/__init__.py, cpytree/_torch).
+# Private hooks of the package, all called from cpytree/_engine.py.
+def _set_loaders(
+    keys: Callable[[], tuple[type[Any], type[Any], type[Any]]],
+    serialization: Callable[[], tuple[Any, ...]],
+    /,
+) -> None: ...
 def _set_key_types(
     SequenceKey: type[SequenceKey[Any]],
     MappingKey: type[MappingKey[Any, Any]],
@@ -172,6 +177,7 @@ def _set_torch_spec_classes(
     ConstantNode: type[Any] | None,
     /,
 ) -> None: ...
+def _set_torch_pickling(flag: bool, /) -> None: ...
 def _register_node(
     cls: type[Any],
     flatten_fn: FlattenFn,

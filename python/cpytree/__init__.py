@@ -26,12 +26,14 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from . import _registry
+from . import _engine, _names
 from ._derived import bind, map_only as map_only
 
-# Re-exported (`name as name`) from the modules that define them: the registry,
-# node types, key entries and serialization are shared with the reference (key
-# entries and serialization are loaded on first use: _KEY_NAMES, _SERIALIZATION_NAMES).
+# Every name's home is in the one table, cpytree._names; the imports below
+# and the TYPE_CHECKING block are what type checkers see of it, and
+# tests/python/test_names.py checks them against the table. Shared with the
+# reference (`_names.SHARED`): the registry and node types; key entries and
+# serialization are loaded on first use (`_names.LAZY`).
 from ._nodes import (
     BUILTIN_TYPES as BUILTIN_TYPES,
     STANDARD_DICT_TYPES as STANDARD_DICT_TYPES,
@@ -79,7 +81,6 @@ from ._registry import (
     _REGISTRATION_HOOKS as _REGISTRATION_HOOKS,
     CONSTANT_NODES as CONSTANT_NODES,
     NO_SERIALIZED_TYPE_NAME_FOUND as NO_SERIALIZED_TYPE_NAME_FOUND,
-    PUBLIC_NAMES as _PUBLIC_NAMES,
     SERIALIZED_TYPE_TO_PYTHON_TYPE as SERIALIZED_TYPE_TO_PYTHON_TYPE,
     SUPPORTED_NODES as SUPPORTED_NODES,
     SUPPORTED_SERIALIZED_TYPES as SUPPORTED_SERIALIZED_TYPES,
@@ -111,34 +112,11 @@ from ._registry import (
 
 # As torch's `__all__` (`from cpytree import *` gives what torch's module gives),
 # plus the key entry classes.
-__all__ = list(_PUBLIC_NAMES)
+__all__ = list(_names.PUBLIC)
 
-# Loaded on first use, so `import cpytree` does not pay for them: the
-# pure-Python reference (`cpytree._reference`, and the three helpers of
-# torch's module that only it defines), which the C++ engine does not need;
-# and `__version__`, written once in include/cpytree/version.h and carried by
-# the package's metadata (pyproject.toml reads the header).
-_FROM_REFERENCE = frozenset({"_generate_key_paths", "_is_constant_holder", "_retrieve_constant"})
-# Also on first use, as `import cpytree` needs neither (a third of its cost
-# was building their dataclasses): the key entry classes (the engine loads
-# cpytree._keys itself on its first with-path call, src/paths.cc) and
-# serialization (the engine asks for it on its first dumps/loads:
-# _engine_serialization_state).
-_KEY_NAMES = frozenset({"GetAttrKey", "KeyEntry", "KeyPath", "MappingKey", "SequenceKey"})
-_SERIALIZATION_NAMES = frozenset(
-    {
-        "DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL",
-        "EnumEncoder",
-        "_asterisk",
-        "_treespec_to_json",
-        "_TreeSpecSchema",
-        "enum_object_hook",
-        "pytree_to_str",
-        "treespec_pprint",
-        "treespec_loads",
-        "str_to_pytree",
-    }
-)
+# `_names.LAZY` is loaded on first use, so `import cpytree` does not pay for
+# it; so is `__version__`, written once in include/cpytree/version.h and
+# carried by the package's metadata (pyproject.toml reads the header).
 _LAZY_LOCK = threading.Lock()
 __version__: str
 if TYPE_CHECKING:
@@ -177,27 +155,22 @@ else:  # a module __getattr__ would make every name valid to mypy
             global __version__
             __version__ = _version()
             return __version__
-        if name in _KEY_NAMES:
-            from . import _keys
-
-            value = getattr(_keys, name)
-            globals()[name] = value
-            return value
-        if name in _SERIALIZATION_NAMES:
+        home = _names.LAZY_HOME.get(name)
+        if home == "_serialization":
             return _load_serialization()[name]
-        if name == "_reference" or name in _FROM_REFERENCE:
+        if home is not None or name == "_reference":
             import importlib
 
-            reference = importlib.import_module(__name__ + "._reference")
-            if name == "_reference":
-                return reference
-            value = getattr(reference, name)
+            module = importlib.import_module(f"{__name__}.{home or name}")
+            if home is None:
+                return module
+            value = getattr(module, name)
             globals()[name] = value
             return value
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
     def __dir__() -> list[str]:
-        return sorted({*globals(), *_KEY_NAMES, *_SERIALIZATION_NAMES, *_FROM_REFERENCE})
+        return sorted({*globals(), *_names.LAZY_HOME})
 
 
 def _load_serialization() -> dict[str, Any]:
@@ -207,10 +180,8 @@ def _load_serialization() -> dict[str, Any]:
         if "treespec_loads" not in g:
             from . import _serialization
 
-            for name in _SERIALIZATION_NAMES - {"treespec_loads", "str_to_pytree"}:
+            for name in set(_names.LAZY["_serialization"]) - {"treespec_loads", "str_to_pytree"}:
                 g[name] = getattr(_serialization, name)
-            if _C is None:
-                g["treespec_dumps"] = _serialization.treespec_dumps
             # treespec_loads is cached as torch's is; its __wrapped__ is the
             # uncached function (the engine's when active, which hands what
             # it does not take natively to the reference).
@@ -218,7 +189,7 @@ def _load_serialization() -> dict[str, Any]:
                 TreeSpec, _LEAF_SPEC, __name__, _C.treespec_loads if _C is not None else None
             )
             if _C is not None:  # the engine's dumps/loads need no import from now on
-                _C._set_serialization(_serialization.engine_state(_reference_loads))
+                _engine.set_serialization(_serialization.engine_state(_reference_loads))
     return g
 
 
@@ -240,59 +211,37 @@ def _version() -> str:
         return ".".join(parts) if len(parts) == 3 else "0+unknown"
 
 
-try:
-    from . import _C
-except ImportError as _error:  # pragma: no cover - exercised by the fallback test
-    # mypy checks the engine branches below (_C typed by _C.pyi) and not the fallback ones.
-    _C = None  # type: ignore[assignment]
-    warnings.warn(
-        f"cpytree: the C++ engine could not be imported ({_error}); "
-        "using the pure-Python reference implementation.",
-        RuntimeWarning,
-        stacklevel=2,
-    )
+# The engine (or None: the reference-only mode), owned by cpytree._engine.
+_C = _engine.C
 
 #: "cpp" when the C++ engine is active, "python" for the reference fallback.
 ENGINE = "cpp" if _C is not None else "python"
 
+# `_names.ENGINE`: the engine's functions, else the reference's (one branch).
 if _C is not None:
     from ._C import (
         TreeSpec as TreeSpec,
+        arg_tree_leaves as arg_tree_leaves,
         key_get as key_get,
         keystr as keystr,
         tree_flatten as tree_flatten,
         tree_flatten_with_path as tree_flatten_with_path,
         tree_is_leaf as tree_is_leaf,
+        tree_iter as tree_iter,  # lazy, in C: nodes are visited as leaves are consumed
         tree_leaves as tree_leaves,
         tree_leaves_with_path as tree_leaves_with_path,
         tree_map as tree_map,
         tree_map_ as tree_map_,
+        tree_map_only as tree_map_only,  # the type filter checked in C
+        tree_map_only_ as tree_map_only_,
         tree_map_with_path as tree_map_with_path,
         tree_structure as tree_structure,
         tree_unflatten as tree_unflatten,
+        # the engine's dumps/loads (src/serialize.h) hand what they do not
+        # take natively to the reference (bound on first use: _load_serialization)
+        treespec_dumps as treespec_dumps,
     )
 
-    # hash(spec) follows torch: a constant's context hashes by its value.
-    _C._set_constant_types((ConstantNode,))
-
-    _BUILTIN_NODE_TYPES = frozenset(
-        {tuple, list, dict, *BUILTIN_TYPES}  # handled natively by the engine
-    )
-
-    def _mirror_registration(cls: type, node_def: NodeDef | None) -> None:
-        """Keeps the engine's registry equal to SUPPORTED_NODES."""
-        if cls in _BUILTIN_NODE_TYPES:
-            return
-        if node_def is None:
-            _C._unregister_node(cls)
-        else:
-            _C._register_node(
-                cls, node_def.flatten_fn, node_def.unflatten_fn, node_def.flatten_with_keys_fn
-            )
-
-    for _cls, _node_def in list(SUPPORTED_NODES.items()):
-        _mirror_registration(_cls, _node_def)
-    _registry._REGISTRATION_HOOKS.append(_mirror_registration)
     _LEAF_SPEC = _C._LEAF_SPEC
 
     class _LeafSpecMeta(type):
@@ -322,24 +271,29 @@ if _C is not None:
 
         def __init_subclass__(cls, **kwargs: Any) -> None:
             raise TypeError("cpytree.LeafSpec cannot be subclassed")
+
 else:
     from ._keys import key_get as key_get, keystr as keystr  # loads the key classes
     from ._reference import (
         LeafSpec as LeafSpec,
         TreeSpec as TreeSpec,
+        arg_tree_leaves as arg_tree_leaves,
         tree_flatten as tree_flatten,
         tree_flatten_with_path as tree_flatten_with_path,
         tree_is_leaf as tree_is_leaf,
-        tree_iter as _reference_tree_iter,
+        tree_iter as tree_iter,
         tree_leaves as tree_leaves,
         tree_leaves_with_path as tree_leaves_with_path,
         tree_map as tree_map,
         tree_map_ as tree_map_,
+        tree_map_only as tree_map_only,
+        tree_map_only_ as tree_map_only_,
         tree_map_with_path as tree_map_with_path,
         tree_structure as tree_structure,
         tree_unflatten as tree_unflatten,
         treespec_leaf as _reference_leaf,
     )
+    from ._serialization import treespec_dumps as treespec_dumps
 
     _LEAF_SPEC = _reference_leaf()
 
@@ -354,16 +308,14 @@ def _reference_loads(serialized: str) -> TreeSpec:
     return cast(TreeSpec, _serialization._loads_uncached(serialized, TreeSpec, _LEAF_SPEC))
 
 
-# treespec_dumps / treespec_loads: the engine's (src/serialize.h), which hand
-# what they do not take natively to the reference (bound on first use:
-# _load_serialization).
-if _C is not None:
-    treespec_dumps = _C.treespec_dumps
+def _engine_serialization_state() -> tuple[Any, ...]:
+    """What the engine's dumps/loads need; it calls this on its first use."""
+    _load_serialization()
+    return _serialization.engine_state(_reference_loads)
 
-    def _engine_serialization_state() -> tuple[Any, ...]:
-        """What the engine's dumps/loads need; it calls this on its first use."""
-        _load_serialization()
-        return _serialization.engine_state(_reference_loads)
+
+if _C is not None:  # the registry mirror and the engine's loaders (cpytree._engine)
+    _engine.connect(frozenset({tuple, list, dict, *BUILTIN_TYPES}), _engine_serialization_state)
 else:
     _load_serialization()
 
@@ -373,24 +325,14 @@ def treespec_leaf() -> TreeSpec:
     return _LEAF_SPEC
 
 
-# Lazy, in C: nodes are visited as leaves are consumed.
-tree_iter = _C.tree_iter if _C is not None else _reference_tree_iter
-
-
-# The derived helpers (tree_all, tree_map_only, treespec_tuple, ...) are
-# defined once, in cpytree._derived; here they are bound to this module's
-# TreeSpec and traversals (the engine's when active), in the reference to its.
+# The derived helpers (tree_all, treespec_tuple, ...) are defined once, in
+# cpytree._derived; here they are bound to this module's TreeSpec and
+# traversals (the engine's when active), in the reference to its.
 _derived = bind(__name__, TreeSpec, tree_iter, tree_map, tree_map_, tree_structure, tree_unflatten)
 tree_all = _derived.tree_all
 tree_any = _derived.tree_any
 tree_all_only = _derived.tree_all_only
 tree_any_only = _derived.tree_any_only
-if _C is not None:  # the type filter checked in C, func called only on the leaves it selects
-    tree_map_only = _C.tree_map_only
-    tree_map_only_ = _C.tree_map_only_
-else:
-    tree_map_only = _derived.tree_map_only
-    tree_map_only_ = _derived.tree_map_only_
 treespec_tuple = _derived.treespec_tuple
 treespec_dict = _derived.treespec_dict
 _broadcast_to_and_flatten = _derived.broadcast_to_and_flatten
@@ -409,15 +351,6 @@ def _is_leaf(tree: PyTree, is_leaf: Callable[[PyTree], bool] | None = None) -> b
         stacklevel=2,
     )
     return tree_is_leaf(tree, is_leaf=is_leaf)
-
-
-if _C is not None:
-    arg_tree_leaves = _C.arg_tree_leaves
-else:
-
-    def arg_tree_leaves(*args: PyTree, **kwargs: PyTree) -> list[Any]:
-        """The leaves of `args` then of the values of `kwargs`: `tree_leaves((args, kwargs))`."""
-        return tree_leaves([*args, *kwargs.values()])
 
 
 # torch integration (python/cpytree/_torch): install() / uninstall() swap torch's

@@ -27,9 +27,8 @@ Example:
     {'a': (10, 20), 'b': [30]}
 
 This module holds TreeSpec and the traversals; it re-exports the rest, so
-every name lives here as it does in torch's single module (the names outside
-`__all__` are imported `name as name`, which marks them re-exported for type
-checkers):
+every name lives here as it does in torch's single module (which names, from
+where: the table `cpytree._names`):
 
 | module | concern |
 |---|---|
@@ -47,118 +46,40 @@ Traversals are plain recursion, so deep or cyclic trees raise RecursionError.
 """
 
 import dataclasses
+import importlib
 import warnings
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, SupportsIndex, cast
 
-from . import _releases, _serialization
+from . import _names, _releases, _serialization
 from ._derived import bind, map_only as map_only
-from ._keys import GetAttrKey, KeyEntry, KeyPath, MappingKey, SequenceKey, key_get, keystr
+from ._keys import KeyPath, key_get as key_get, keystr as keystr
 from ._match import _flatten_up_to, _StructureMismatch
 from ._nodes import (
-    BUILTIN_TYPES as BUILTIN_TYPES,
-    STANDARD_DICT_TYPES as STANDARD_DICT_TYPES,
-    Py_TPFLAGS_BASETYPE as Py_TPFLAGS_BASETYPE,
-    _defaultdict_deserialize as _defaultdict_deserialize,
-    _defaultdict_flatten as _defaultdict_flatten,
-    _defaultdict_flatten_with_keys as _defaultdict_flatten_with_keys,
-    _defaultdict_serialize as _defaultdict_serialize,
-    _defaultdict_unflatten as _defaultdict_unflatten,
-    _deque_flatten as _deque_flatten,
-    _deque_flatten_with_keys as _deque_flatten_with_keys,
-    _deque_unflatten as _deque_unflatten,
-    _dict_flatten as _dict_flatten,
-    _dict_flatten_with_keys as _dict_flatten_with_keys,
-    _dict_unflatten as _dict_unflatten,
-    _get_node_type as _get_node_type,
-    _is_namedtuple_instance as _is_namedtuple_instance,
-    _list_flatten as _list_flatten,
-    _list_flatten_with_keys as _list_flatten_with_keys,
-    _list_unflatten as _list_unflatten,
-    _namedtuple_deserialize as _namedtuple_deserialize,
-    _namedtuple_flatten as _namedtuple_flatten,
-    _namedtuple_flatten_with_keys as _namedtuple_flatten_with_keys,
-    _namedtuple_serialize as _namedtuple_serialize,
-    _namedtuple_unflatten as _namedtuple_unflatten,
-    _odict_flatten as _odict_flatten,
-    _odict_unflatten as _odict_unflatten,
-    _ordereddict_flatten as _ordereddict_flatten,
-    _ordereddict_flatten_with_keys as _ordereddict_flatten_with_keys,
-    _ordereddict_unflatten as _ordereddict_unflatten,
-    _register_namedtuple as _register_namedtuple,
-    _tuple_flatten as _tuple_flatten,
-    _tuple_flatten_with_keys as _tuple_flatten_with_keys,
-    _tuple_unflatten as _tuple_unflatten,
-    is_namedtuple,
-    is_namedtuple_class,
-    is_namedtuple_instance,
-    is_structseq,
-    is_structseq_class,
-    is_structseq_instance,
-    structseq as structseq,
+    BUILTIN_TYPES,
+    _get_node_type,
 )
 from ._registry import (
-    _NODE_REGISTRY_LOCK as _NODE_REGISTRY_LOCK,
-    _REGISTRATION_HOOKS as _REGISTRATION_HOOKS,
-    CONSTANT_NODES as CONSTANT_NODES,
-    NO_SERIALIZED_TYPE_NAME_FOUND as NO_SERIALIZED_TYPE_NAME_FOUND,
-    SERIALIZED_TYPE_TO_PYTHON_TYPE as SERIALIZED_TYPE_TO_PYTHON_TYPE,
-    SUPPORTED_NODES as SUPPORTED_NODES,
-    SUPPORTED_SERIALIZED_TYPES as SUPPORTED_SERIALIZED_TYPES,
-    ConstantNode as ConstantNode,
+    SUPPORTED_NODES,
+    ConstantNode,
     Context,
-    DumpableContext,
-    FlattenFn,
-    FlattenFunc as FlattenFunc,
-    FlattenWithKeysFn as FlattenWithKeysFn,
-    FlattenWithKeysFunc as FlattenWithKeysFunc,
-    FromDumpableContextFn,
     IsLeafFn,
-    MaybeFromStrFunc as MaybeFromStrFunc,
-    NodeDef as NodeDef,
     PyTree,
-    ToDumpableContextFn,
-    ToStrFunc as ToStrFunc,
-    TypeAny as TypeAny,
-    UnflattenFn,
-    UnflattenFunc as UnflattenFunc,
-    _deregister_pytree_node as _deregister_pytree_node,
-    _private_register_pytree_node as _private_register_pytree_node,
-    _register_pytree_node as _register_pytree_node,
-    _SerializeNodeDef as _SerializeNodeDef,
-    is_constant_class as is_constant_class,
-    register_constant as register_constant,
-    register_dataclass as register_dataclass,
-    register_pytree_node,
-)
-from ._serialization import (
-    DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL as DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL,
-    EnumEncoder as EnumEncoder,
-    _asterisk as _asterisk,
-    _treespec_to_json as _treespec_to_json,
-    _TreeSpecSchema as _TreeSpecSchema,
-    enum_object_hook as enum_object_hook,
-    pytree_to_str as pytree_to_str,
-    treespec_dumps,
-    treespec_pprint,
 )
 
-# torch's __all__ of every supported release, plus the key entry names (re-exported from _keys). The
-# package's __all__ is the same list, _registry.PUBLIC_NAMES (kept there so
-# `import cpytree` need not load this module; a test checks they agree).
-__all__ = [
-    "Context", "DumpableContext", "FlattenFn", "FlattenFunc", "FromDumpableContextFn",
-    "GetAttrKey", "KeyEntry", "KeyPath", "LeafSpec", "MappingKey", "PyTree", "PyTreeSpec",
-    "SequenceKey", "ToDumpableContextFn", "TreeSpec", "UnflattenFn", "UnflattenFunc",
-    "is_namedtuple", "is_namedtuple_class", "is_namedtuple_instance", "is_structseq",
-    "is_structseq_class", "is_structseq_instance",
-    "key_get", "keystr", "register_pytree_node", "tree_all", "tree_all_only", "tree_any",
-    "tree_any_only", "tree_flatten", "tree_flatten_with_path", "tree_is_leaf", "tree_iter",
-    "tree_leaves", "tree_leaves_with_path", "tree_map", "tree_map_", "tree_map_only",
-    "tree_map_only_", "tree_map_with_path", "tree_structure", "tree_unflatten",
-    "treespec_dumps", "treespec_loads", "treespec_pprint",
-]  # fmt: skip
+# torch's __all__ of every supported release, plus the key entry names: the
+# package's __all__ too (cpytree._names, the one table of names).
+__all__ = list(_names.PUBLIC)
+
+# The rest of torch's module-level names: re-exported from the modules this
+# one shares with the package (`_names.SHARED`) and the ones the package
+# loads on first use (`_names.LAZY`, all loaded here), as the table says.
+for _module, _exported in (*_names.SHARED.items(), *_names.LAZY.items()):
+    if _module != "_reference":
+        _source = vars(importlib.import_module(f"{__package__}.{_module}"))
+        globals().update({n: _source[n] for n in _exported if n in _source and n not in globals()})
+del _module, _exported, _source
 
 
 # --------------------------------------------------------------------------
@@ -574,4 +495,5 @@ def tree_map_with_path(
 # Serialization (cpytree._serialization, bound to this TreeSpec)
 # --------------------------------------------------------------------------
 
+treespec_dumps = _serialization.treespec_dumps
 treespec_loads, str_to_pytree = _serialization.bind_loads(TreeSpec, _LEAF_SPEC, __name__)

@@ -107,23 +107,6 @@ SUPPORTED_SERIALIZED_TYPES: dict[type[Any], _SerializeNodeDef] = {}
 SERIALIZED_TYPE_TO_PYTHON_TYPE: dict[str, type[Any]] = {}
 CONSTANT_NODES: set[type] = set()
 
-# torch's __all__ of every supported release (2.10-2.11 list FlattenFunc and
-# UnflattenFunc, 2.12+ FlattenFn and UnflattenFn: _releases.DIFFERENCES
-# ["fn_type_names"]), plus the key entry names: cpytree's `__all__`, the same list
-# as cpytree._reference's (here so `import cpytree` need not load the reference).
-PUBLIC_NAMES: tuple[str, ...] = (
-    "Context", "DumpableContext", "FlattenFn", "FlattenFunc", "FromDumpableContextFn",
-    "GetAttrKey", "KeyEntry", "KeyPath", "LeafSpec", "MappingKey", "PyTree", "PyTreeSpec",
-    "SequenceKey", "ToDumpableContextFn", "TreeSpec", "UnflattenFn", "UnflattenFunc",
-    "is_namedtuple", "is_namedtuple_class", "is_namedtuple_instance", "is_structseq",
-    "is_structseq_class", "is_structseq_instance",
-    "key_get", "keystr", "register_pytree_node", "tree_all", "tree_all_only", "tree_any",
-    "tree_any_only", "tree_flatten", "tree_flatten_with_path", "tree_is_leaf", "tree_iter",
-    "tree_leaves", "tree_leaves_with_path", "tree_map", "tree_map_", "tree_map_only",
-    "tree_map_only_", "tree_map_with_path", "tree_structure", "tree_unflatten",
-    "treespec_dumps", "treespec_loads", "treespec_pprint",
-)  # fmt: skip
-
 # The TreeSpec classes treespec_dumps and treespec_pprint accept
 # (`_serialization._check_spec`). Appended to only (a list append is atomic).
 SPEC_TYPES: list[type] = []

@@ -151,7 +151,9 @@ IMPORTED = [
     "cpytree",
     "cpytree._C",
     "cpytree._derived",
+    "cpytree._engine",  # the one handover to _C
     "cpytree._namedtuple",
+    "cpytree._names",  # the table of names (__all__)
     "cpytree._nodes",
     "cpytree._registry",
     "cpytree._torch",

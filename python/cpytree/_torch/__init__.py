@@ -44,6 +44,7 @@ import warnings
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .. import _engine
 from ._follow import TorchRegistryFollower
 from ._registry import RegistrySync
 
@@ -189,15 +190,14 @@ def status() -> dict[str, Any]:
     return out
 
 
-def _fx_tree_flatten_spec(cpytree: ModuleType, fx_pytree: ModuleType) -> Any:
-    """torch.fx._pytree.tree_flatten_spec on the engine, or None if it has none.
+def _fx_tree_flatten_spec(fx_pytree: ModuleType) -> Any:
+    """torch.fx._pytree.tree_flatten_spec on the engine.
 
     torch.fx keeps a registry of its own (`register_pytree_flatten_spec`); the
     engine's walk consults it (the live dict: later registrations count).
     """
-    engine_fn = getattr(cpytree._C, "tree_flatten_spec", None)
-    if engine_fn is None:
-        return None
+    assert _engine.C is not None  # install() runs only with the engine
+    engine_fn = _engine.C.tree_flatten_spec
     registry = fx_pytree.SUPPORTED_NODES
 
     def tree_flatten_spec(pytree: Any, spec: Any) -> list[Any]:
@@ -290,9 +290,8 @@ def install(*, rebind_imports: bool = True) -> None:
         spec_ready = False
         try:
             sync.join()
-            cpytree._C._set_known_flattens(*_known_flattens())
-            if hasattr(cpytree._C, "_set_torch_key_types"):
-                cpytree._C._set_torch_key_types(tp.SequenceKey, tp.MappingKey, tp.GetAttrKey)
+            _engine.set_known_flattens(*_known_flattens())
+            _engine.set_torch_key_types(tp.SequenceKey, tp.MappingKey, tp.GetAttrKey)
             originals = {"tree_structure": tp.tree_structure}
             if interop_moved:
                 spec_blocker: str | None = "torch moved " + ", ".join(interop_moved)
@@ -307,9 +306,9 @@ def install(*, rebind_imports: bool = True) -> None:
                 module = sys.modules.get(module_name) or importlib.import_module(module_name)
                 original = vars(module).get(name)
                 if module is torch.fx._pytree:
-                    fast = _fx_tree_flatten_spec(cpytree, module)
+                    fast = _fx_tree_flatten_spec(module)
                 elif name in ENGINE_NAMES:
-                    fast = getattr(cpytree._C, ENGINE_NAMES[name], None)
+                    fast = getattr(_engine.C, ENGINE_NAMES[name])
                 else:
                     fast = getattr(cpytree, name, None)
                 qualified = f"{module_name}.{name}"
@@ -336,12 +335,12 @@ def install(*, rebind_imports: bool = True) -> None:
                     skip=("torch.utils._pytree",),
                 )
         except BaseException as error:
-            cpytree._C._set_known_flattens((), ())
+            _engine.set_known_flattens((), ())
             hooks.remove_all()
             patches.undo()
             sync.leave()
             if spec_ready:
-                _spec_interop.disable(cpytree)
+                _spec_interop.disable()
             if isinstance(error, _dynamo.DynamoDrift):
                 _dynamo.warn_failed(error)  # torch as shipped, and said once
                 return
@@ -392,7 +391,6 @@ def uninstall() -> None:
         state = _state
         if state is None:
             return
-        from . import _spec_interop
         from ._patch import find_bindings
 
         state.dynamo.remove_all()
@@ -405,14 +403,12 @@ def uninstall() -> None:
         for module_name, attr in find_bindings(late, skip=()):
             module = sys.modules[module_name]
             setattr(module, attr, state.undo_map[id(vars(module)[attr])][1])
-        import cpytree
-
-        cpytree._C._set_known_flattens((), ())
+        _engine.set_known_flattens((), ())
         # The engine's spec interop stays on: specs made while installed live
         # on in torch objects (an ExportedProgram's call_spec, AOTAutograd's
         # runtime wrappers) that torch's own functions must still accept.
         # Only pickling goes back to cpytree's own form.
-        _spec_interop.pickle_as_torch(cpytree, False)
+        _engine.set_torch_pickling(False)
         _state = None
     if skipped:
         warnings.warn(

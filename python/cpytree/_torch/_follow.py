@@ -36,6 +36,7 @@ import sys
 import warnings
 from typing import TYPE_CHECKING
 
+from .. import _engine
 from ._registry import RegistrySync
 
 if TYPE_CHECKING:
@@ -102,9 +103,7 @@ class TorchRegistryFollower:
             if not self.sync.attach(tp):
                 self._failure = "torch moved " + ", ".join(self.sync.drift())
             else:
-                cpytree = sys.modules["cpytree"]
-                if cpytree._C is not None:  # a torch constant's spec hashes by value, as in torch
-                    cpytree._C._set_constant_types((cpytree.ConstantNode, tp.ConstantNode))
+                _engine.set_constant_types(tp.ConstantNode)
         except Exception as error:  # noqa: BLE001 - reported; never raised inside import torch
             self.sync.detach()
             self._failure = f"{type(error).__name__}: {error}"

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import Any
 
+from .. import _engine
+
 _MISSING = object()
 # The torch modules (see `_torch_modules`): this name, and the names starting with these.
 TORCH_NAMES = ("torch",)
@@ -61,6 +63,9 @@ class Patches:
 def _torch_modules(skip: Iterable[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """Names and namespaces of every loaded torch module not in `skip`.
 
+    The Python form of the filter the engine runs in `_find_bound_in_modules`
+    (the oracle of tests/python/test_find_bound.py).
+
     The torch modules: `torch` and every name starting with "torch." or
     "functorch." (those whose import-time bindings install() rebinds).
 
@@ -90,29 +95,18 @@ def find_bindings(replacements: Mapping[int, Any], skip: Iterable[str]) -> list[
 
     `replacements` maps id(value) -> value; a binding matches when it *is* one
     of the values. The engine compares every value of every namespace by
-    identity in one call (`cpytree._C._find_bound`: about 30,000 values after
+    identity in one call (the engine's `_find_bound`: about 30,000 values after
     `import torch`: 3M instructions, where an id() per value and a set test took 15M);
     with `_C._find_bound_in_modules`, the module filter too (1.7M in Python).
     """
-    engine = sys.modules["cpytree"]._C
-    if engine is not None:  # the filter of `_torch_modules` and the scan, in one C call
-        modules = sys.modules.copy()  # a copy: reading a non-module's __dict__ may import
-        for name in skip:
-            modules.pop(name, None)
-        bound: list[tuple[str, str]] = engine._find_bound_in_modules(
-            modules, tuple(replacements.values()), TORCH_NAMES, TORCH_PREFIXES
-        )
-        return bound
-    names, namespaces = _torch_modules(skip)
-    pairs = []  # without the engine (install() does not run then)
-    wanted = replacements.keys()
-    for module_name, namespace in zip(names, namespaces, strict=True):
-        if wanted.isdisjoint(map(id, namespace.values())):
-            continue
-        for attr, value in list(namespace.items()):
-            if replacements.get(id(value), _MISSING) is value:
-                pairs.append((module_name, attr))
-    return pairs
+    assert _engine.C is not None  # install() and uninstall() run only with the engine
+    modules = sys.modules.copy()  # a copy: reading a non-module's __dict__ may import
+    for name in skip:
+        modules.pop(name, None)
+    bound: list[tuple[str, str]] = _engine.C._find_bound_in_modules(
+        modules, tuple(replacements.values()), TORCH_NAMES, TORCH_PREFIXES
+    )
+    return bound
 
 
 def rebind_imports(

@@ -9,8 +9,9 @@ children (`treespec_tuple([out_spec])`), hands torch specs back to
 `tree_unflatten`, and pickles them into on-disk caches that a process without
 cpytree may read. None of that can be arranged from Python for a static C
 type, so the engine provides it behind one switch,
-`cpytree._C._set_torch_spec_classes(TreeSpec, LeafSpec, treespec_leaf,
-ConstantNode)` (docs/torch_install.md lists what it must provide), and install() turns
+``_set_torch_spec_classes(TreeSpec, LeafSpec, treespec_leaf, ConstantNode)`
+(handed over by `cpytree._engine`; docs/torch_install.md lists what it must
+provide), and install() turns
 it on only when every behaviour below checks out (`enable` returns why not
 otherwise). Until then install() swaps only the functions that never expose
 a spec.
@@ -24,9 +25,7 @@ from collections import OrderedDict
 from types import ModuleType
 from typing import Any
 
-from .. import _releases
-
-HOOK = "_set_torch_spec_classes"
+from .. import _engine, _registry, _releases
 
 # One tree with every builtin node kind that has a context.
 _SAMPLE = {"a": [1, (2, 3)], "b": None, "c": OrderedDict(x=4)}
@@ -77,42 +76,30 @@ def _first_failure(checks: list[tuple[str, Any]]) -> str | None:
 
 def enable(cpytree: ModuleType, tp: ModuleType, originals: dict[str, Any]) -> str | None:
     """Turn the engine's torch spec interop on. None on success, else why not (left off)."""
-    setter = getattr(cpytree._C, HOOK, None)
-    if setter is None:
-        return f"cpytree._C.{HOOK} is missing (C++ TreeSpec interop not built)"
     # What a leaf spec pickles to: torch's LeafSpec.__reduce__ of this release
     # (2.14+ `treespec_leaf()`, the one leaf spec; before, a new `LeafSpec()`
     # with its FutureWarning: cpytree._releases.DIFFERENCES["leafspec_reduce"]).
     leaf_target = tp.treespec_leaf if _releases.has("leafspec_reduce") else tp.LeafSpec
     try:
-        setter(tp.TreeSpec, tp.LeafSpec, leaf_target, tp.ConstantNode)
+        _engine.set_torch_spec_classes(tp.TreeSpec, tp.LeafSpec, leaf_target, tp.ConstantNode)
     except Exception as error:  # noqa: BLE001
-        return f"cpytree._C.{HOOK} failed: {type(error).__name__}: {error}"
+        return f"cpytree._C._set_torch_spec_classes failed: {type(error).__name__}: {error}"
     reason = _first_failure(_checks(cpytree, tp, originals))
     if reason is not None:
-        setter(None, None, None, None)
+        disable()
         return reason
     # Every entry point taking an engine spec takes a torch spec too, so
     # cpytree.treespec_dumps does (written against the public spec API, it
     # reads torch specs as they are; torch's TreeSpec stays accepted after
     # uninstall(), like the engine's posing as torch's). Through the registry
     # module: loading cpytree._serialization here cost install() 7 compiles.
-    cpytree._registry.register_spec_type(tp.TreeSpec)
+    _registry.register_spec_type(tp.TreeSpec)
     return None
 
 
-def disable(cpytree: ModuleType) -> None:
-    """Turn the engine's torch spec interop off (a no-op if it never existed)."""
-    setter = getattr(cpytree._C, HOOK, None)
-    if setter is not None:
-        setter(None, None, None, None)
-
-
-def pickle_as_torch(cpytree: ModuleType, on: bool) -> None:
-    """Pickle engine specs in torch's form (while installed) or cpytree's."""
-    setter = getattr(cpytree._C, "_set_torch_pickling", None)
-    if setter is not None:
-        setter(on)
+def disable() -> None:
+    """Turn the engine's torch spec interop off."""
+    _engine.set_torch_spec_classes(None, None, None, None)
 
 
 def to_torch_spec(spec: Any, tp: ModuleType) -> Any:
