@@ -38,7 +38,9 @@ FLOORS: dict[str, int] = {
     # 0, the base: CPython helpers with no engine knowledge.
     **dict.fromkeys(("common", "ft", "grace", "args", "forced_unwind", "odict_layout"), 0),
     # 1, the ground floor: registry, children, the arena, intern table, key paths.
-    **dict.fromkeys(("registry", "children", "spec_builder", "intern", "paths", "errors"), 1),
+    **dict.fromkeys(
+        ("registry", "children", "arena", "spec_object", "intern", "paths", "errors"), 1
+    ),
     # 2, the spec model: what a TreeSpec is, compares as, (de)serializes to.
     **dict.fromkeys(("spec_model", "spec_compare", "serialize", "deserialize", "torch_interop"), 2),
     # 3, the traversals.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common.h"
+#include "odict_layout.h"
 #include "registry.h"
 
 namespace cpytree {
@@ -27,29 +28,6 @@ PyObject* PySetKnownFlattens(PyObject*, PyObject* const* args, Py_ssize_t nargs)
 bool SnapshotDict(PyObject* obj, NodeKind kind, std::vector<PyObject*>* keys,
                   std::vector<PyObject*>* values);
 
-// What comparing a node's keys with a spec node's keys found.
-enum class KeyOrder {
-  kSame,       // the same keys in the same order
-  kDifferent,  // another number of keys, other keys or another order
-  kNeedsEq,    // not identical: only == can tell
-  kError,      // an exception is set
-};
-
-// Direct reads of CPython's OrderedDict linked list (see children.cc).
-namespace internal_odict {
-// Checks the private layout against a live OrderedDict; false on a Python
-// error. Afterwards LayoutVerified() says whether the fast path is used.
-bool VerifyLayout(PyObject* ordered_dict_type);
-bool LayoutVerified();
-bool Snapshot(PyObject* obj, std::vector<PyObject*>* keys, std::vector<PyObject*>* values);
-// If obj's keys are exactly (by identity) expected[0..n) in order, appends
-// owned values and returns kSame; kDifferent if they differ in number or
-// order; kNeedsEq if some key is merely not identical (compare with ==);
-// kError on error. No user code.
-KeyOrder SnapshotIfKeys(PyObject* obj, PyObject* const* expected, std::size_t n,
-                        std::vector<PyObject*>* values);
-}  // namespace internal_odict
-
 // The dict-kind node `kind` (dict, OrderedDict, or defaultdict(factory))
 // mapping keys[k] to values[k] for k < n, inserted in order; keys and values
 // borrowed; `factory` is used for defaultdict only. The one constructor of
@@ -57,9 +35,10 @@ KeyOrder SnapshotIfKeys(PyObject* obj, PyObject* const* expected, std::size_t n,
 PyObject* NewDictNode(NodeKind kind, PyObject* factory, PyObject* const* keys,
                       PyObject* const* values, std::size_t n);
 
-// The list, deque and custom-node constructors of unflatten and map: each
-// takes the n owned references values[0..n) (also on error) and returns a
-// new reference, or null with an exception set.
+// The tuple, list, deque and custom-node constructors of unflatten and map:
+// each takes the n owned references values[0..n) (also on error) and returns
+// a new reference, or null with an exception set.
+PyObject* NewTupleNode(PyObject* const* values, std::size_t n);
 PyObject* NewListNode(PyObject* const* values, std::size_t n);
 PyObject* NewDequeNode(PyObject* const* values, std::size_t n, PyObject* maxlen);
 // reg->unflatten_fn(list(values), context); the function is held for the
@@ -83,12 +62,6 @@ inline PyObject* FrozenSequence(PyObject* seq) {
     return seq;
   }
   return PyList_AsTuple(seq);
-}
-
-// Releases the owned references in out[from:] and truncates.
-inline void ReleaseFrom(std::vector<PyObject*>* out, std::size_t from) {
-  for (std::size_t i = from; i < out->size(); ++i) Py_DECREF((*out)[i]);
-  out->resize(from);
 }
 
 }  // namespace cpytree

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #define CPYTREE_NOINLINE __attribute__((noinline))
 #define CPYTREE_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -106,7 +107,7 @@ CPYTREE_NOINLINE void SetPythonErrorFromCxx();
 
 // `Guarded<fn>::Call` is `fn` (any function CPython calls: a method, a slot)
 // with C++ exceptions turned into Python ones. No exception may unwind into
-// CPython's C frames (std::terminate: a failed allocation of a builder
+// CPython's C frames (std::terminate: a failed allocation of an arena
 // vector aborted the interpreter instead of raising MemoryError). Costs
 // nothing when nothing throws. The forced unwind of a thread ended by
 // pthread_exit passes through (see MayReleaseInDestructor): libstdc++ names
@@ -235,6 +236,12 @@ inline int IterativeDepthLimit() {
 
 // Raises RecursionError for a tree deeper than the limit (or cyclic). Cold.
 CPYTREE_NOINLINE void RaiseDepthError(const char* op, int limit);
+
+// Releases the owned references in out[from:] and truncates.
+inline void ReleaseFrom(std::vector<PyObject*>* out, std::size_t from) {
+  for (std::size_t i = from; i < out->size(); ++i) Py_DECREF((*out)[i]);
+  out->resize(from);
+}
 
 }  // namespace cpytree
 

@@ -1,6 +1,6 @@
 // treespec_loads in C++: simdjson parses the text into a DOM, one iterative
 // walk decodes the nodes in pre-order (the order torch calls
-// from_dumpable_context in) and appends them to a SpecBuilder in post-order,
+// from_dumpable_context in) and appends them to a TraversalArena in post-order,
 // and the result is interned like any flattened spec.
 //
 // Any input this path does not take as is (a parse error, a malformed node,
@@ -29,7 +29,7 @@
 #include "intern.h"
 #include "registry.h"
 #include "serialize.h"
-#include "spec_builder.h"
+#include "spec_object.h"
 #include "spec_model.h"
 
 namespace cpytree {
@@ -214,9 +214,9 @@ struct NamedTupleEntry {
 
 class Loader {
  public:
-  Loader(Parsers* parsers, SpecBuilder* b) : parsers_(parsers), b_(b) {}
+  Loader(Parsers* parsers, TraversalArena* b) : parsers_(parsers), b_(b) {}
 
-  // Decodes the node `e` into the builder: its items now and, through the
+  // Decodes the node `e` into the arena: its items now and, through the
   // frame stack, its children before it is closed.
   Outcome Enter(dom::element e) {
     NodeJson node;
@@ -244,7 +244,7 @@ class Loader {
     return Outcome::kOk;
   }
 
-  // Runs the walk from the root node; the builder then holds one tree.
+  // Runs the walk from the root node; the arena then holds one tree.
   Outcome Run(dom::element root) {
     Outcome o = Enter(root);
     while (o == Outcome::kOk && !frames_.empty()) {
@@ -451,7 +451,7 @@ class Loader {
   }
 
   Parsers* parsers_;
-  SpecBuilder* b_;
+  TraversalArena* b_;
   // Few distinct names per spec: linear scans beat hashing here. A pointer
   // to an entry is used only until the next entry of its vector is added.
   absl::InlinedVector<Frame, 16> frames_;
@@ -485,7 +485,7 @@ Outcome LoadsNative(PyObject* text, PyObject** result) {
       protocol.get_int64().get(p) != simdjson::SUCCESS || p != 1) {
     return Outcome::kFallback;  // 1.0, true, or an error the reference words
   }
-  ScratchBuilder b;  // a per-thread builder: no allocation when the spec is known
+  ScratchArena b;  // a per-thread arena: no allocation when the spec is known
   Loader loader(parsers.operator->(), b.get());
   Outcome o = loader.Run(*it);
   if (o != Outcome::kOk) return o;
@@ -494,7 +494,7 @@ Outcome LoadsNative(PyObject* text, PyObject** result) {
     *result = LeafSpec();
     return Outcome::kOk;
   }
-  *result = InternBuilder(b.get());
+  *result = InternArena(b.get());
   return *result != nullptr ? Outcome::kOk : Outcome::kError;
 }
 

@@ -26,7 +26,7 @@ class Flattener {
  public:
   // `path`: the key path so far, shared with the flattener that started this
   // one (see VisitCustom); null for a new root.
-  Flattener(PyObject* is_leaf, SpecBuilder* b, std::vector<PyObject*>* path = nullptr)
+  Flattener(PyObject* is_leaf, TraversalArena* b, std::vector<PyObject*>* path = nullptr)
       : is_leaf_(is_leaf), b_(b), limit_(DepthLimit()), path_(path ? path : &own_path_) {}
 
   bool Visit(PyObject* obj, int depth) {
@@ -384,7 +384,7 @@ class Flattener {
   }
 
   PyObject* is_leaf_;
-  SpecBuilder* b_;
+  TraversalArena* b_;
   DepthBound limit_;
   // Path mode: owned keys from the root to the node; a sub-flattener
   // (VisitApart) shares its starter's.
@@ -393,7 +393,7 @@ class Flattener {
 };
 
 template <bool kWithSpec, bool kWithPath = false>
-bool Dispatch(PyObject* tree, PyObject* is_leaf, SpecBuilder* b) {
+bool Dispatch(PyObject* tree, PyObject* is_leaf, TraversalArena* b) {
   if (is_leaf == nullptr || is_leaf == Py_None) {
     return Flattener<kWithSpec, false, kWithPath>(nullptr, b).Visit(tree, 0);
   }
@@ -403,12 +403,12 @@ bool Dispatch(PyObject* tree, PyObject* is_leaf, SpecBuilder* b) {
 }  // namespace
 
 // The spec of a finished traversal (new reference).
-PyObject* FinishSpec(SpecBuilder* b) {
+PyObject* FinishSpec(TraversalArena* b) {
   if (b->nodes.size() == 1 && b->nodes[0].kind == NodeKind::kLeaf) {
     Py_INCREF(LeafSpec());
     return LeafSpec();
   }
-  return InternBuilder(b);
+  return InternArena(b);
 }
 
 namespace {
@@ -417,15 +417,15 @@ const char* const kTreeArgs[] = {"tree", "is_leaf"};
 
 }  // namespace
 
-bool FlattenInto(PyObject* tree, PyObject* is_leaf, bool with_spec, SpecBuilder* b) {
+bool FlattenInto(PyObject* tree, PyObject* is_leaf, bool with_spec, TraversalArena* b) {
   return with_spec ? Dispatch<true>(tree, is_leaf, b) : Dispatch<false>(tree, is_leaf, b);
 }
 
-bool FlattenWithPathInto(PyObject* tree, PyObject* is_leaf, SpecBuilder* b) {
+bool FlattenWithPathInto(PyObject* tree, PyObject* is_leaf, TraversalArena* b) {
   return Dispatch<true, true>(tree, is_leaf, b);
 }
 
-bool LeavesWithPathInto(PyObject* tree, PyObject* is_leaf, SpecBuilder* b) {
+bool LeavesWithPathInto(PyObject* tree, PyObject* is_leaf, TraversalArena* b) {
   return Dispatch<false, true>(tree, is_leaf, b);
 }
 
@@ -440,7 +440,7 @@ PyObject* StealIntoList(std::vector<PyObject*>* v) {
 PyObject* PyTreeFlatten(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject* a[2] = {nullptr, nullptr};
   if (!ParseArgs("tree_flatten", args, nargs, kwnames, kTreeArgs, 2, 1, a)) return nullptr;
-  ScratchBuilder b;
+  ScratchArena b;
   if (!FlattenInto(a[0], a[1], true, b.get())) return nullptr;
   Ref spec(FinishSpec(b.get()));
   if (!spec) return nullptr;
@@ -452,7 +452,7 @@ PyObject* PyTreeFlatten(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
 PyObject* PyTreeLeaves(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject* a[2] = {nullptr, nullptr};
   if (!ParseArgs("tree_leaves", args, nargs, kwnames, kTreeArgs, 2, 1, a)) return nullptr;
-  ScratchBuilder b;
+  ScratchArena b;
   if (!FlattenInto(a[0], a[1], false, b.get())) return nullptr;
   return StealIntoList(&b->leaves);
 }
@@ -460,7 +460,7 @@ PyObject* PyTreeLeaves(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
 PyObject* PyArgTreeLeaves(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   // The leaves of each positional argument, then of each keyword argument's value.
   Py_ssize_t total = nargs + (kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames));
-  ScratchBuilder b;
+  ScratchArena b;
   for (Py_ssize_t i = 0; i < total; ++i) {
     if (!FlattenInto(args[i], nullptr, false, b.get())) return nullptr;
   }
@@ -470,7 +470,7 @@ PyObject* PyArgTreeLeaves(PyObject*, PyObject* const* args, Py_ssize_t nargs, Py
 PyObject* PyTreeStructure(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject* a[2] = {nullptr, nullptr};
   if (!ParseArgs("tree_structure", args, nargs, kwnames, kTreeArgs, 2, 1, a)) return nullptr;
-  ScratchBuilder b;
+  ScratchArena b;
   if (!FlattenInto(a[0], a[1], true, b.get())) return nullptr;
   return FinishSpec(b.get());
 }

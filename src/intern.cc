@@ -108,8 +108,7 @@ bool ViewHash(SpecView v, std::size_t* out) {
   std::size_t num_items = 0;
   for (std::int64_t i = 0; i < v.num_nodes; ++i) {
     const Node& n = v.nodes[i];
-    h = internal::HashMix(
-        h, static_cast<std::size_t>(n.kind) | (static_cast<std::size_t>(n.arity) << 8));
+    h = internal::HashNodeShape(h, n);
     num_items += NumContextItems(n.kind, n.arity);
   }
   PyObject* const* items = v.items + v.root().ctx;
@@ -307,7 +306,7 @@ PyObject* InternView(SpecView v) {
   return reinterpret_cast<PyObject*>(s);
 }
 
-PyObject* InternBuilder(SpecBuilder* b) {
+PyObject* InternArena(TraversalArena* b) {
   SpecView v = b->View();
   std::size_t hash;
   bool hashable = ViewHash(v, &hash);
@@ -315,10 +314,10 @@ PyObject* InternBuilder(SpecBuilder* b) {
     TreeSpecObject* found = FindInterned(v, hash, &hashable);
     if (found != nullptr) return reinterpret_cast<PyObject*>(found);
   }
-  // A new structure: the spec takes the builder's arrays (and item
-  // references) instead of copying them; the builder gets fresh storage of
+  // A new structure: the spec takes the arena's arrays (and item
+  // references) instead of copying them; the arena gets fresh storage of
   // the same capacity so the next flatten does not regrow it.
-  TreeSpecObject* s = NewSpecTakingBuilder(b);
+  TreeSpecObject* s = NewSpecTakingArena(b);
   if (s != nullptr && hashable) Link(s, hash);
   return reinterpret_cast<PyObject*>(s);
 }

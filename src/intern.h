@@ -31,16 +31,16 @@
 #ifndef CPYTREE_SRC_INTERN_H_
 #define CPYTREE_SRC_INTERN_H_
 
-#include "spec_builder.h"
+#include "spec_object.h"
 
 namespace cpytree {
 
 // The interned spec with the structure of `v` (created if new). New reference.
 PyObject* InternView(SpecView v);
 
-// Like InternView for a builder holding one whole tree: a new spec takes the
-// builder's nodes and items (the builder is left empty). New reference.
-PyObject* InternBuilder(SpecBuilder* b);
+// Like InternView for an arena holding one whole tree: a new spec takes the
+// arena's nodes and items (the arena is left empty). New reference.
+PyObject* InternArena(TraversalArena* b);
 
 // Interns the leaf spec once, at module init (after the TreeSpec type is
 // ready). False with an exception set.

@@ -15,7 +15,7 @@
 #include "ft.h"
 #include "paths.h"
 #include "registry.h"
-#include "spec_builder.h"
+#include "spec_object.h"
 #include "spec_walk.h"
 #include "unflatten.h"
 
@@ -61,7 +61,7 @@ struct LeafFilter {
 template <bool kHasIsLeaf>
 class Mapper {
  public:
-  Mapper(PyObject* func, PyObject* is_leaf, SpecBuilder* b, LeafFilter filter = {})
+  Mapper(PyObject* func, PyObject* is_leaf, TraversalArena* b, LeafFilter filter = {})
       : func_(func), is_leaf_(is_leaf), b_(b), limit_(DepthLimit()), filter_(filter) {}
 
   // The mapped tree (new reference) or null with an exception.
@@ -136,15 +136,18 @@ class Mapper {
   }
 
   PyObject* MapTuple(PyObject* tuple, int depth) {
+    // No snapshot: a tuple cannot change under `func`.
     Py_ssize_t n = PyTuple_GET_SIZE(tuple);
-    Ref out(PyTuple_New(n));
-    if (!out) return nullptr;
+    std::size_t rbase = b_->results.size();
     for (Py_ssize_t i = 0; i < n; ++i) {
       PyObject* v = Visit(PyTuple_GET_ITEM(tuple, i), depth + 1);
-      if (v == nullptr) return nullptr;
-      PyTuple_SET_ITEM(out.get(), i, v);
+      if (v == nullptr) {
+        ReleaseFrom(&b_->results, rbase);
+        return nullptr;
+      }
+      b_->results.push_back(v);
     }
-    return out.release();
+    return NodeFromResults(rbase, NewTupleNode);
   }
 
   // Keys are snapshotted on b_->keys (unused by map), values on pending.
@@ -244,7 +247,7 @@ class Mapper {
 
   PyObject* func_;
   PyObject* is_leaf_;
-  SpecBuilder* b_;
+  TraversalArena* b_;
   DepthBound limit_;
   LeafFilter filter_;
 };
@@ -291,7 +294,7 @@ bool ParseMapArgs(const char* fname, PyObject* const* args, Py_ssize_t nargs, Py
 // Flattens `tree` into b and every rest up to its spec: leaf columns for func.
 // With `with_path`, b->paths gets each leaf's (KeyPath, leaf) pair too.
 bool FlattenAll(PyObject* tree, PyObject* is_leaf, PyObject* const* rests, Py_ssize_t num_rests,
-                SpecBuilder* b, std::vector<std::vector<PyObject*>>* columns,
+                TraversalArena* b, std::vector<std::vector<PyObject*>>* columns,
                 bool with_path = false) {
   bool ok = with_path ? FlattenWithPathInto(tree, is_leaf, b) : FlattenInto(tree, is_leaf, true, b);
   if (!ok) return false;
@@ -309,7 +312,7 @@ void ReleaseColumns(std::vector<std::vector<PyObject*>>* columns) {
 // Calls func(leaf, *rest_leaves) for each leaf, or func(keypath, leaf,
 // *rest_leaves) with `with_path`; results (owned) into `out` when not null.
 // Leaves `filter` does not select are skipped (only without `out`).
-bool CallColumns(PyObject* func, const SpecBuilder& b,
+bool CallColumns(PyObject* func, const TraversalArena& b,
                  const std::vector<std::vector<PyObject*>>& columns, std::vector<PyObject*>* out,
                  bool with_path = false, LeafFilter filter = {}) {
   std::size_t first = with_path ? 1 : 0;
@@ -374,7 +377,7 @@ PyObject* PyTreeMapOnly(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
   if (!ParseMapOnlyArgs("tree_map_only", args, nargs, kwnames, &filter, &func, &tree, &is_leaf)) {
     return nullptr;
   }
-  ScratchBuilder b;
+  ScratchArena b;
   if (is_leaf == nullptr || is_leaf == Py_None) {
     return Mapper<false>(func, nullptr, b.get(), filter).Visit(tree, 0);
   }
@@ -388,7 +391,7 @@ PyObject* PyTreeMapOnlyInplace(PyObject*, PyObject* const* args, Py_ssize_t narg
   if (!ParseMapOnlyArgs("tree_map_only_", args, nargs, kwnames, &filter, &func, &tree, &is_leaf)) {
     return nullptr;
   }
-  ScratchBuilder b;
+  ScratchArena b;
   std::vector<std::vector<PyObject*>> no_rests;
   if (!FlattenInto(tree, is_leaf, false, b.get()) ||
       !CallColumns(func, *b, no_rests, nullptr, false, filter)) {
@@ -404,7 +407,7 @@ PyObject* PyTreeMap(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
   if (!ParseMapArgs("tree_map", args, nargs, kwnames, &func, &tree, &is_leaf, &rests, &num_rests)) {
     return nullptr;
   }
-  ScratchBuilder b;
+  ScratchArena b;
   if (num_rests == 0) {
     if (is_leaf == nullptr || is_leaf == Py_None) {
       return Mapper<false>(func, nullptr, b.get()).Visit(tree, 0);
@@ -428,7 +431,7 @@ namespace {
 // tree_map_with_path when a custom node's flatten_fn and flatten_with_keys_fn
 // disagree on the number of leaves: torch's treespec.unflatten error (its
 // text names the spec). Always null.
-CPYTREE_NOINLINE PyObject* UnflattenMismatch(SpecBuilder* b, std::vector<PyObject*>* results) {
+CPYTREE_NOINLINE PyObject* UnflattenMismatch(TraversalArena* b, std::vector<PyObject*>* results) {
   Ref spec(FinishSpec(b));
   if (!spec) return nullptr;
   Ref list(StealIntoList(results));
@@ -449,7 +452,7 @@ PyObject* PyTreeMapWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs, 
     return nullptr;
   }
   KeyScope scope(KeyFlavor::kOwn);
-  ScratchBuilder b;
+  ScratchArena b;
   std::vector<std::vector<PyObject*>> columns;
   std::vector<PyObject*> results;
   PyObject* out = nullptr;
@@ -474,7 +477,7 @@ PyObject* PyTreeMapInplace(PyObject*, PyObject* const* args, Py_ssize_t nargs, P
                     &num_rests)) {
     return nullptr;
   }
-  ScratchBuilder b;
+  ScratchArena b;
   std::vector<std::vector<PyObject*>> columns;
   bool ok = num_rests == 0 ? FlattenInto(tree, is_leaf, false, b.get())
                            : FlattenAll(tree, is_leaf, rests, num_rests, b.get(), &columns);

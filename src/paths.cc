@@ -1,14 +1,12 @@
-// Key entries and the with-path entry points: tree_flatten_with_path,
-// tree_leaves_with_path, tree_map_with_path, keystr and key_get.
+// Key entries (the key classes and the keys made from them, the
+// flatten_with_keys_fn call), keystr and key_get. The with-path entry points
+// built on the flatten traversal sit beside it (flatten_with_path.cc).
 #include "paths.h"
 
 #include <atomic>
 
-#include "args.h"
 #include "children.h"
-#include "flatten.h"
 #include "ft.h"
-#include "spec_builder.h"
 
 namespace cpytree {
 namespace {
@@ -83,6 +81,8 @@ bool LoadOwnKeyClasses() {
   return static_cast<bool>(done);
 }
 
+}  // namespace
+
 bool KeyTypesReady() {
   if (CPYTREE_LIKELY(Keys().sequence != nullptr)) return true;
   if (t_keys == &g_own_keys) return LoadOwnKeyClasses();
@@ -90,6 +90,8 @@ bool KeyTypesReady() {
                   "cpytree._C: torch's key types are not set (_set_torch_key_types)");
   return false;
 }
+
+namespace {
 
 PyObject* FieldOf(PyObject* cls) {
   const KeyClasses& k = Keys();
@@ -295,82 +297,6 @@ PyObject* PySetKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 PyObject* PySetTorchKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return SetKeyClasses(&g_torch_keys, "_set_torch_key_types", args, nargs);
-}
-
-namespace {
-const char* const kTreeArgs[] = {"tree", "is_leaf"};
-}  // namespace
-
-PyObject* PyTreeFlattenWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs,
-                                PyObject* kwnames) {
-  PyObject* a[2] = {nullptr, nullptr};
-  if (!ParseArgs("tree_flatten_with_path", args, nargs, kwnames, kTreeArgs, 2, 1, a)) {
-    return nullptr;
-  }
-  KeyScope scope(KeyFlavor::kOwn);
-  if (!KeyTypesReady()) return nullptr;
-  ScratchBuilder b;
-  if (!FlattenWithPathInto(a[0], a[1], b.get())) return nullptr;
-  Ref spec(FinishSpec(b.get()));
-  if (!spec) return nullptr;
-  Ref pairs(StealIntoList(&b->paths));
-  if (!pairs) return nullptr;
-  return PyTuple_Pack(2, pairs.get(), spec.get());
-}
-
-PyObject* PyTreeLeavesWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs,
-                               PyObject* kwnames) {
-  PyObject* a[2] = {nullptr, nullptr};
-  if (!ParseArgs("tree_leaves_with_path", args, nargs, kwnames, kTreeArgs, 2, 1, a)) {
-    return nullptr;
-  }
-  KeyScope scope(KeyFlavor::kOwn);
-  if (!KeyTypesReady()) return nullptr;
-  ScratchBuilder b;
-  if (!LeavesWithPathInto(a[0], a[1], b.get())) return nullptr;
-  return StealIntoList(&b->paths);
-}
-
-namespace {
-// torch's _generate_key_paths((), tree, is_leaf) with torch's key classes: a
-// new list of (key path, leaf) pairs, or null with an exception.
-PyObject* TorchKeyPaths(PyObject* tree, PyObject* is_leaf) {
-  KeyScope scope(KeyFlavor::kTorch);
-  if (!KeyTypesReady()) return nullptr;
-  ScratchBuilder b;
-  if (!LeavesWithPathInto(tree, is_leaf, b.get())) return nullptr;
-  return StealIntoList(&b->paths);
-}
-}  // namespace
-
-PyObject* PyTorchTreeFlattenWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs,
-                                     PyObject* kwnames) {
-  PyObject* a[2] = {nullptr, nullptr};
-  if (!ParseArgs("tree_flatten_with_path", args, nargs, kwnames, kTreeArgs, 2, 1, a)) {
-    return nullptr;
-  }
-  // torch's two passes in torch's order: tree_flatten(tree, is_leaf) for the
-  // spec (flatten_fn), then the key paths (flatten_with_keys_fn), so user
-  // functions run in the same order and the first error is torch's.
-  Ref spec;
-  {
-    ScratchBuilder b;
-    if (!FlattenInto(a[0], a[1], true, b.get())) return nullptr;
-    spec = Ref(FinishSpec(b.get()));
-    if (!spec) return nullptr;
-  }
-  Ref pairs(TorchKeyPaths(a[0], a[1]));
-  if (!pairs) return nullptr;
-  return PyTuple_Pack(2, pairs.get(), spec.get());
-}
-
-PyObject* PyTorchTreeLeavesWithPath(PyObject*, PyObject* const* args, Py_ssize_t nargs,
-                                    PyObject* kwnames) {
-  PyObject* a[2] = {nullptr, nullptr};
-  if (!ParseArgs("tree_leaves_with_path", args, nargs, kwnames, kTreeArgs, 2, 1, a)) {
-    return nullptr;
-  }
-  return TorchKeyPaths(a[0], a[1]);
 }
 
 PyObject* PyKeystr(PyObject*, PyObject* kp) {

@@ -28,6 +28,10 @@ class KeyScope {
   void* saved_;  // the thread's previous key classes
 };
 
+// Whether this thread's key classes (its KeyScope's flavour) are set:
+// cpytree's own are loaded on first use. False with an exception set.
+bool KeyTypesReady();
+
 // The Make*Key functions build keys of the scope's classes.
 // SequenceKey(i) (new reference); small indices are cached (keys are immutable).
 PyObject* MakeSequenceKey(Py_ssize_t i);
@@ -47,13 +51,6 @@ PyObject* MakePathPair(const std::vector<PyObject*>& path, PyObject* leaf);
 // function. The function's context is dropped, as torch drops it.
 bool CallFlattenWithKeys(const Registration* reg, PyObject* obj, Ref* keys, Ref* children);
 
-CPYTREE_FASTCALL(PyTreeFlattenWithPath);  // tree_flatten_with_path(tree, is_leaf=None)
-CPYTREE_FASTCALL(PyTreeLeavesWithPath);   // tree_leaves_with_path(tree, is_leaf=None)
-// torch.utils._pytree's tree_flatten_with_path / tree_leaves_with_path, with
-// torch's key classes and torch's order of user calls (install() swaps them in).
-CPYTREE_FASTCALL(PyTorchTreeFlattenWithPath);
-CPYTREE_FASTCALL(PyTorchTreeLeavesWithPath);
-
 // keystr(kp): the text of a key path.
 PyObject* PyKeystr(PyObject*, PyObject* kp);
 // key_get(obj, kp): the subtree of obj at key path kp.
@@ -61,7 +58,7 @@ PyObject* PyKeyGet(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 // _set_key_types(SequenceKey, MappingKey, GetAttrKey): the key entry classes.
 PyObject* PySetKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 // _set_torch_key_types(SequenceKey, MappingKey, GetAttrKey): torch's classes,
-// for PyTorchTreeFlattenWithPath and PyTorchTreeLeavesWithPath.
+// for PyTorchTreeFlattenWithPath and PyTorchTreeLeavesWithPath (flatten.h).
 PyObject* PySetTorchKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 
 }  // namespace cpytree

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "children.h"
+#include "odict_layout.h"
 
 namespace cpytree {
 

@@ -22,7 +22,7 @@
 #include "cpytree/internal/py_format.h"
 #include "ft.h"
 #include "registry.h"
-#include "spec_builder.h"
+#include "spec_object.h"
 #include "spec_model.h"
 
 namespace cpytree {

@@ -8,7 +8,7 @@
 
 #include "cpytree/internal/hash_mix.h"
 #include "registry.h"
-#include "spec_builder.h"
+#include "spec_object.h"
 #include "spec_model.h"
 #include "torch_interop.h"
 
@@ -220,7 +220,7 @@ Py_hash_t SpecEqHash(SpecView v) {
   std::size_t h = static_cast<std::size_t>(v.num_nodes);
   for (std::int64_t i = 0; i < v.num_nodes; ++i) {
     const Node& n = v.nodes[i];
-    h = internal::HashMix(internal::HashMix(h, static_cast<std::size_t>(n.kind)), n.arity);
+    h = internal::HashNodeShape(h, n);
     PyObject* const* items = v.items + n.ctx;
     if (n.kind == NodeKind::kCustom) {
       // torch ignores custom contexts when hashing; the type counts by its text.

@@ -6,7 +6,7 @@
 #define CPYTREE_SRC_SPEC_COMPARE_H_
 
 #include "common.h"
-#include "spec_builder.h"
+#include "spec_object.h"
 
 namespace cpytree {
 

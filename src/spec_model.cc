@@ -8,7 +8,7 @@
 #include "children.h"
 #include "intern.h"
 #include "registry.h"
-#include "spec_builder.h"
+#include "spec_object.h"
 #include "torch_interop.h"
 
 namespace cpytree {
@@ -28,7 +28,7 @@ PyObject* KeyList(PyObject* const* keys, std::uint32_t n) {
 
 // Appends the nodes and items of engine spec `spec` to `b` (a whole child
 // subtree) and adds its leaf and node counts to *leaves and *count.
-void AppendSpec(SpecBuilder* b, PyObject* spec, std::int64_t* leaves, std::int64_t* count) {
+void AppendSpec(TraversalArena* b, PyObject* spec, std::int64_t* leaves, std::int64_t* count) {
   const TreeSpecObject* s = reinterpret_cast<const TreeSpecObject*>(spec);
   SpecView c = ViewOf(s);
   internal::AppendSubtree(c.nodes, c.num_nodes, b->items.size(),
@@ -55,7 +55,7 @@ NodeKind KindOfType(PyObject* type) {
 namespace {
 
 // Appends the keys of a dict-kind context to `b`; checks there is one per child.
-bool AddKeys(SpecBuilder* b, PyObject* type, PyObject* keys, Py_ssize_t arity) {
+bool AddKeys(TraversalArena* b, PyObject* type, PyObject* keys, Py_ssize_t arity) {
   Ref fast(PySequence_Fast(keys, "TreeSpec: the keys of a dict node must be a list"));
   if (!fast) return false;
   Ref seq(FrozenSequence(fast.get()));  // key __hash__ below may mutate the list
@@ -77,7 +77,7 @@ bool AddKeys(SpecBuilder* b, PyObject* type, PyObject* keys, Py_ssize_t arity) {
 }  // namespace
 
 // Appends the root's own context items (pre-order: before the children's).
-bool AddRootItems(SpecBuilder* b, NodeKind kind, PyObject* type, PyObject* context,
+bool AddRootItems(TraversalArena* b, NodeKind kind, PyObject* type, PyObject* context,
                   Py_ssize_t arity) {
   switch (kind) {
     case NodeKind::kTuple:
@@ -238,7 +238,7 @@ PyObject* MakeSpec(PyObject* type, PyObject* context, PyObject* children) {
   }
   seq = std::move(kids);
   NodeKind kind = KindOfType(type);
-  SpecBuilder b;
+  TraversalArena b;
   if (!AddRootItems(&b, kind, type, context, arity)) return nullptr;
   std::int64_t leaves = 0, count = 1;
   for (Py_ssize_t k = 0; k < arity; ++k) {
@@ -261,7 +261,7 @@ struct TorchFrame {
 
 PyObject* FromTorchSpec(PyObject* root) {
   const int limit = IterativeDepthLimit();
-  SpecBuilder b;  // releases the items taken so far on any error
+  TraversalArena b;  // releases the items taken so far on any error
   std::vector<TorchFrame> stack;
   std::int64_t root_leaves = 0, root_count = 0;  // totals of a root emitted whole
   // Emits `obj` whole (an engine spec or a torch leaf) or opens its frame.
@@ -329,6 +329,18 @@ PyObject* FromTorchSpec(PyObject* root) {
   }
   if (b.nodes.size() == 1 && b.nodes[0].kind == NodeKind::kLeaf) return NewRef(LeafSpec());
   return InternView(b.View());
+}
+
+PyObject* CoerceSpec(PyObject* obj, const char* what) {
+  if (IsTreeSpec(obj)) {
+    Py_INCREF(obj);
+    return obj;
+  }
+  if (IsTorchSpec(obj)) return FromTorchSpec(obj);
+  PyErr_Format(PyExc_TypeError,
+               "Expected %s to be an instance of PyTreeSpec but got item of type %R.", what,
+               reinterpret_cast<PyObject*>(Py_TYPE(obj)));
+  return nullptr;
 }
 
 }  // namespace cpytree

@@ -8,7 +8,7 @@
 #define CPYTREE_SRC_SPEC_MODEL_H_
 
 #include "common.h"
-#include "spec_builder.h"
+#include "spec_object.h"
 
 namespace cpytree {
 
@@ -22,7 +22,7 @@ NodeKind KindOfType(PyObject* type);
 // Appends the context items of a node of `kind` with `arity` children, from
 // torch's `context` object, checking it as TreeSpec(...) does. False with an
 // exception.
-bool AddRootItems(SpecBuilder* b, NodeKind kind, PyObject* type, PyObject* context,
+bool AddRootItems(TraversalArena* b, NodeKind kind, PyObject* type, PyObject* context,
                   Py_ssize_t arity);
 
 // TreeSpec(type, context, children_specs) as torch defines it. New reference.
@@ -34,6 +34,10 @@ PyObject* MakeSpec(PyObject* type, PyObject* context, PyObject* children);
 // raises RecursionError. Reads `type`, `_context` and `_children` as torch's
 // own methods do (user code may run: properties of a subclass). New ref.
 PyObject* FromTorchSpec(PyObject* obj);
+
+// An engine spec for `obj`: obj itself (new reference) if it is one, a
+// conversion if it is a torch spec, else null with TypeError naming `what`.
+PyObject* CoerceSpec(PyObject* obj, const char* what);
 
 }  // namespace cpytree
 

@@ -24,9 +24,8 @@
 #include "ft.h"
 #include "intern.h"
 #include "registry.h"
-#include "spec_builder.h"
+#include "spec_object.h"
 #include "spec_model.h"
-#include "torch_interop.h"
 
 namespace cpytree {
 namespace {
@@ -46,8 +45,8 @@ class SpecFlattener {
 
  public:
   // `scratch` lends its (empty) arrays as the walk's stacks: no allocation per
-  // call once the per-thread builder has grown.
-  SpecFlattener(SpecView v, PyObject* registry, std::vector<PyObject*>* out, SpecBuilder* scratch)
+  // call once the per-thread arena has grown.
+  SpecFlattener(SpecView v, PyObject* registry, std::vector<PyObject*>* out, TraversalArena* scratch)
       : v_(v),
         registry_(registry),
         out_(out),
@@ -671,7 +670,7 @@ class SpecFlattener {
       }
     }
     // torch: flat_result, real_spec = tree_flatten(pytree); compare specs.
-    ScratchBuilder b;
+    ScratchArena b;
     if (!FlattenInto(node, nullptr, true, b.get())) return Children::kFailed;
     Ref real(FinishSpec(b.get()));  // a one-node tree may be a childless custom node
     if (!real) return Children::kFailed;
@@ -712,7 +711,7 @@ class SpecFlattener {
 
 template <Walk kMode>
 bool WalkInto(SpecView v, PyObject* tree, PyObject* registry, std::vector<PyObject*>* out,
-              SpecBuilder* scratch) {
+              TraversalArena* scratch) {
   SpecFlattener<kMode> f(v, registry, out, scratch);
   // One allocation for what a match appends: a leaf per spec leaf.
   out->reserve(out->size() + static_cast<std::size_t>(v.nodes[v.root_index()].num_leaves));
@@ -778,8 +777,8 @@ PyObject* FlattenAgainst(PyObject* spec, PyObject* tree, PyObject* registry) {
     PyObject* flat = FlatLeaves(ViewOf(reinterpret_cast<TreeSpecObject*>(spec)), tree);
     if (flat != nullptr || PyErr_Occurred()) return flat;
   }
-  ScratchBuilder b;
-  std::vector<PyObject*>* out = &b->leaves;  // released by ~ScratchBuilder on error
+  ScratchArena b;
+  std::vector<PyObject*>* out = &b->leaves;  // released by ~ScratchArena on error
   if (!WalkInto<kMode>(ViewOf(reinterpret_cast<TreeSpecObject*>(spec)), tree, registry, out,
                        b.get())) {
     return nullptr;
@@ -790,7 +789,7 @@ PyObject* FlattenAgainst(PyObject* spec, PyObject* tree, PyObject* registry) {
 }  // namespace
 
 bool FlattenUpTo(SpecView v, PyObject* tree, std::vector<PyObject*>* out) {
-  ScratchBuilder b;
+  ScratchArena b;
   return WalkInto<Walk::kUpTo>(v, tree, nullptr, out, b.get());
 }
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common.h"
-#include "spec_builder.h"
+#include "spec_object.h"
 
 namespace cpytree {
 

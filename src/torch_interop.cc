@@ -1,5 +1,6 @@
 // Recognising torch specs and the class handover of install(); see
-// torch_interop.h (the conversion itself: FromTorchSpec, spec_model.cc).
+// torch_interop.h (the conversion itself: FromTorchSpec and CoerceSpec,
+// spec_model.cc).
 #include "torch_interop.h"
 
 #include <algorithm>
@@ -7,8 +8,7 @@
 #include <vector>
 
 #include "ft.h"
-#include "spec_builder.h"
-#include "spec_model.h"
+#include "spec_object.h"
 
 namespace cpytree {
 
@@ -22,18 +22,6 @@ bool IsTorchSpec(PyObject* obj) {
 }
 
 bool IsAnySpec(PyObject* obj) { return IsTreeSpec(obj) || IsTorchSpec(obj); }
-
-PyObject* CoerceSpec(PyObject* obj, const char* what) {
-  if (IsTreeSpec(obj)) {
-    Py_INCREF(obj);
-    return obj;
-  }
-  if (IsTorchSpec(obj)) return FromTorchSpec(obj);
-  PyErr_Format(PyExc_TypeError,
-               "Expected %s to be an instance of PyTreeSpec but got item of type %R.", what,
-               reinterpret_cast<PyObject*>(Py_TYPE(obj)));
-  return nullptr;
-}
 
 PyObject* PySetTorchSpecClasses(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 4) {

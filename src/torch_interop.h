@@ -4,7 +4,8 @@
 // specs report torch's TreeSpec/LeafSpec as their __class__ (so isinstance
 // checks in torch code, even against names bound at import, accept them and
 // torch's __eq__ compares them structurally), pickle in torch's own form, and
-// every entry point that takes a spec also accepts a torch spec (converted).
+// every entry point that takes a spec also accepts a torch spec (converted:
+// CoerceSpec, spec_model.h).
 // Without the classes set, nothing here changes behaviour.
 #ifndef CPYTREE_SRC_TORCH_INTEROP_H_
 #define CPYTREE_SRC_TORCH_INTEROP_H_
@@ -26,10 +27,6 @@ struct TorchSpecClasses {
   bool as_torch = false;
 };
 extern TorchSpecClasses g_torch;
-
-// An engine spec for `obj`: obj itself (new reference) if it is one, a
-// conversion if it is a torch spec, else null with TypeError naming `what`.
-PyObject* CoerceSpec(PyObject* obj, const char* what);
 
 // True if obj is an engine spec or (with the classes set) a torch spec.
 bool IsAnySpec(PyObject* obj);

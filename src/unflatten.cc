@@ -8,7 +8,8 @@
 #include "flatten.h"
 #include "ft.h"
 #include "registry.h"
-#include "spec_builder.h"
+#include "spec_object.h"
+#include "spec_model.h"
 #include "torch_interop.h"
 
 namespace cpytree {
@@ -22,12 +23,8 @@ PyObject* BuildNode(const Node& node, PyObject* const* items, PyObject** kids) {
     for (std::uint32_t k = 0; k < n; ++k) Py_XDECREF(kids[k]);
   };
   switch (node.kind) {
-    case NodeKind::kTuple: {
-      PyObject* t = PyTuple_New(n);
-      if (t == nullptr) break;
-      for (std::uint32_t k = 0; k < n; ++k) PyTuple_SET_ITEM(t, k, kids[k]);
-      return t;
-    }
+    case NodeKind::kTuple:
+      return NewTupleNode(kids, n);
     case NodeKind::kList:
       return NewListNode(kids, n);
     case NodeKind::kNamedTuple:

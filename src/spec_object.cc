@@ -1,7 +1,6 @@
-// The ground floor of specs: the TreeSpec type object, allocation of spec
-// objects (from a builder's arrays or a range of another spec) and the
-// per-thread scratch builder.
-#include "spec_builder.h"
+// The TreeSpec type object and the allocation of spec objects (from an
+// arena's arrays or a range of another spec).
+#include "spec_object.h"
 
 #include <algorithm>
 #include <vector>
@@ -28,8 +27,8 @@ TreeSpecObject* AllocSpec() {
 
 }  // namespace
 
-TreeSpecObject* NewSpecTakingBuilder(SpecBuilder* b) {
-  // Taking the arrays pays when they are about the tree's size; a builder
+TreeSpecObject* NewSpecTakingArena(TraversalArena* b) {
+  // Taking the arrays pays when they are about the tree's size; an arena
   // grown by an earlier, larger tree would hand its slack to the spec.
   auto tight = [](std::size_t size, std::size_t capacity) {
     return capacity <= size + size / 2 + 16;
@@ -43,8 +42,8 @@ TreeSpecObject* NewSpecTakingBuilder(SpecBuilder* b) {
   std::size_t node_capacity = b->nodes.capacity(), item_capacity = b->items.capacity();
   s->nodes = new std::vector<Node>(std::move(b->nodes));
   s->items = new std::vector<PyObject*>(std::move(b->items));  // the references move too
-  // Re-reserve what the builder had, up to a bound: one huge tree must not
-  // pin its size in the per-thread builder forever.
+  // Re-reserve what the arena had, up to a bound: one huge tree must not
+  // pin its size in the per-thread arena forever.
   constexpr std::size_t kMaxKept = 1 << 16;
   b->nodes = std::vector<Node>();
   b->items = std::vector<PyObject*>();
@@ -70,41 +69,6 @@ TreeSpecObject* NewSpecFromRange(SpecView v, std::int64_t begin, std::int64_t en
   for (PyObject* o : *s->items) Py_INCREF(o);
   PyObject_GC_Track(reinterpret_cast<PyObject*>(s));
   return s;
-}
-
-// ScratchBuilder: one cached builder per thread, handed out when free.
-namespace {
-thread_local SpecBuilder* t_cached = nullptr;
-thread_local bool t_cached_in_use = false;
-}  // namespace
-
-ScratchBuilder::ScratchBuilder() {
-  if (!t_cached_in_use) {
-    if (t_cached == nullptr) t_cached = new SpecBuilder();
-    t_cached_in_use = true;
-    b_ = t_cached;
-    cached_ = true;
-  } else {
-    b_ = new SpecBuilder();
-    cached_ = false;
-  }
-}
-
-ScratchBuilder::~ScratchBuilder() {
-  if (!MayReleaseInDestructor()) return;  // a daemon thread torn down at exit (common.h)
-  if (b_->HoldsNothing()) {
-    b_->nodes.clear();
-    b_->indices.clear();
-  } else {
-    b_->Clear();
-  }
-  if (cached_) {
-    constexpr std::size_t kMaxKept = 1 << 20;
-    if (b_->Oversized(kMaxKept)) b_->Trim(kMaxKept);
-    t_cached_in_use = false;
-  } else {
-    delete b_;
-  }
 }
 
 }  // namespace cpytree

@@ -1,16 +1,14 @@
-// The ground floor under every spec: the TreeSpec object's layout, the
-// builder that flatten fills, and the allocation of new spec objects. The
-// Python type's behaviour (attributes, methods, slots) is treespec.cc's.
+// The traversal arena: the arrays one traversal fills (the spec under
+// construction, the leaves, key paths) and its working stacks, reused across
+// calls through a per-thread cache (ScratchArena). Every traversal (flatten,
+// unflatten, map, the spec walks) runs on one; a finished flatten's arrays
+// become the spec's (NewSpecTakingArena, spec_object.h).
 //
-// A TreeSpec owns a post-order node array (include/cpytree/internal/node.h)
-// and an array of context items (owned references, pre-order). Specs are
-// immutable and interned (intern.h): flattening the same structure twice
-// yields the same object.
-//
-//   SpecBuilder b;            // flatten appends nodes and items
-//   PyObject* spec = InternBuilder(&b);  // new reference, possibly shared (intern.h)
-#ifndef CPYTREE_SRC_SPEC_BUILDER_H_
-#define CPYTREE_SRC_SPEC_BUILDER_H_
+//   ScratchArena b;
+//   if (!FlattenInto(tree, is_leaf, /*with_spec=*/true, b.get())) return nullptr;
+//   PyObject* spec = FinishSpec(b.get());  // the spec takes b->nodes and b->items
+#ifndef CPYTREE_SRC_ARENA_H_
+#define CPYTREE_SRC_ARENA_H_
 
 #include <type_traits>
 #include <vector>
@@ -22,7 +20,7 @@ namespace cpytree {
 
 using internal::Node;
 
-// A read-only view of a node array and its items (a spec or a builder).
+// A read-only view of a node array and its items (a spec or an arena).
 struct SpecView {
   const Node* nodes;
   std::int64_t num_nodes;
@@ -32,12 +30,13 @@ struct SpecView {
   std::int64_t root_index() const { return num_nodes - 1; }
 };
 
-// The scratch state of one traversal: what it produces (the spec under
+// The traversal arena: the scratch state of one traversal (flatten, map,
+// unflatten, the spec walks, deserialization): what it produces (the spec under
 // construction, the leaves, key paths) and its working stacks, each shared
 // by all recursion levels (a level pushes on top and truncates back to where
 // it started). Each array has one meaning in every traversal that uses it.
 // Every PyObject* in it is an owned reference.
-struct SpecBuilder {
+struct TraversalArena {
   // Produced.
   std::vector<Node> nodes;        // the spec's nodes, post-order
   std::vector<PyObject*> items;   // the spec's context items, pre-order
@@ -49,10 +48,10 @@ struct SpecBuilder {
   std::vector<PyObject*> results;     // mapped children awaiting their parent's rebuild (map)
   std::vector<std::int64_t> indices;  // spec walks: child indices being visited
 
-  SpecBuilder() = default;
-  SpecBuilder(const SpecBuilder&) = delete;
-  SpecBuilder& operator=(const SpecBuilder&) = delete;
-  ~SpecBuilder() {
+  TraversalArena() = default;
+  TraversalArena(const TraversalArena&) = delete;
+  TraversalArena& operator=(const TraversalArena&) = delete;
+  ~TraversalArena() {
     if (MayReleaseInDestructor()) Clear();  // see common.h
   }
 
@@ -78,7 +77,7 @@ struct SpecBuilder {
     indices.clear();
   }
   // Releases storage beyond `max_kept` entries per array (after Clear), so a
-  // cached builder does not pin the size of the largest tree it ever saw.
+  // cached arena does not pin the size of the largest tree it ever saw.
   void Trim(std::size_t max_kept) {
     auto trim = [max_kept](auto& v) {
       if (v.capacity() > max_kept) std::remove_reference_t<decltype(v)>().swap(v);
@@ -99,48 +98,22 @@ struct SpecBuilder {
   }
 };
 
-// A builder borrowed from a per-thread cache when free (the common case), so
+// An arena borrowed from a per-thread cache when free (the common case), so
 // that repeated flattens reuse one allocation; a fresh one when a flatten is
 // re-entered from user code.
-class ScratchBuilder {
+class ScratchArena {
  public:
-  ScratchBuilder();
-  ~ScratchBuilder();
-  SpecBuilder* operator->() { return b_; }
-  SpecBuilder& operator*() { return *b_; }
-  SpecBuilder* get() { return b_; }
+  ScratchArena();
+  ~ScratchArena();
+  TraversalArena* operator->() { return b_; }
+  TraversalArena& operator*() { return *b_; }
+  TraversalArena* get() { return b_; }
 
  private:
-  SpecBuilder* b_;
+  TraversalArena* b_;
   bool cached_;
 };
 
-struct TreeSpecObject {
-  PyObject_HEAD PyObject* weakrefs;  // weak references to this spec
-  TreeSpecObject* intern_next;       // next spec in the intern chain of intern_hash
-  std::size_t intern_hash;           // identity-preserving structural hash (intern.h)
-  Py_hash_t eq_hash;                 // hash consistent with torch's ==; -1 until computed
-  Py_hash_t torch_hash;              // hash(spec), torch's formula; -1 until computed
-  bool interned;                     // whether the spec is in the intern table
-  std::vector<Node>* nodes;          // post-order, root last; heap-held so the object is POD
-  std::vector<PyObject*>* items;     // owned context items, pre-order
-};
-
-// The type object: defined here so that allocation needs nothing above this
-// floor; filled in by InitTreeSpecType (treespec.h).
-extern PyTypeObject TreeSpecType;
-
-inline bool IsTreeSpec(PyObject* o) { return PyObject_TypeCheck(o, &TreeSpecType); }
-
-inline SpecView ViewOf(const TreeSpecObject* s) {
-  return SpecView{s->nodes->data(), static_cast<std::int64_t>(s->nodes->size()), s->items->data()};
-}
-
-// Allocates a spec owning a copy of nodes [begin, end] of `v` and their items.
-TreeSpecObject* NewSpecFromRange(SpecView v, std::int64_t begin, std::int64_t end);
-// Allocates a spec that takes b's nodes and items (one whole tree, root ctx 0).
-TreeSpecObject* NewSpecTakingBuilder(SpecBuilder* b);
-
 }  // namespace cpytree
 
-#endif  // CPYTREE_SRC_SPEC_BUILDER_H_
+#endif  // CPYTREE_SRC_ARENA_H_
