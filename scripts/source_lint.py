@@ -4,7 +4,7 @@
 1. Every entry point is guarded: each function a PyMethodDef / PyGetSetDef
    table or a `tp_*` slot hands to CPython goes through `Guarded<fn>::Call`
    (directly, or through a guard macro: a macro whose definition uses
-   `Guarded<`), which turns a C++ exception into a Python one (src/common.h:
+   `Guarded<`), which turns a C++ exception into a Python one (src/base/common.h:
    none may unwind into CPython's C frames). Slots that only release
    memory (`tp_dealloc`, `tp_traverse`, `tp_clear`) and CPython's own
    functions (`PyObject_SelfIter`) need none.
@@ -31,22 +31,16 @@ import re
 import sys
 from pathlib import Path
 
-# The engine's floors, lowest first: a module (a stem, or a folder: every
-# file under it) and the floor it stands on. A file may include its own
-# floor and those below, never one above.
+# The engine's floors, lowest first: a folder of src/ (every file under it)
+# or a module at src/'s top (a stem), and the floor it stands on. A file may
+# include its own floor and those below, never one above.
 FLOORS: dict[str, int] = {
-    # 0, the base: CPython helpers with no engine knowledge.
-    **dict.fromkeys(("common", "ft", "grace", "args", "forced_unwind", "odict_layout"), 0),
-    # 1, the ground floor: registry, children, the arena, intern table, key paths.
-    **dict.fromkeys(
-        ("registry", "children", "arena", "spec_object", "intern", "paths", "errors"), 1
-    ),
-    # 2, the spec model: what a TreeSpec is, compares as, (de)serializes to.
-    **dict.fromkeys(("spec_model", "spec_compare", "serialize", "deserialize", "torch_interop"), 2),
-    # 3, the traversals.
-    **dict.fromkeys(("flatten", "flatten_with_path", "unflatten", "map", "iter", "spec_walk"), 3),
-    # 4, the Python faces: the TreeSpec type and the module.
-    **dict.fromkeys(("treespec", "module"), 4),
+    "base": 0,  # CPython helpers with no pytree knowledge, the fenced OrderedDict layout
+    "ground": 1,  # registry, children, the traversal arena, spec objects, intern table, keys
+    "spec": 2,  # the spec model: what a TreeSpec is, compares as, (de)serializes to
+    "traversals": 3,  # flatten, unflatten, map, iter, the spec walks
+    "treespec": 4,  # the Python faces at src/'s top: the TreeSpec type ...
+    "module": 4,  # ... and the module (method table, init)
 }
 FLOOR_ROOT = Path(__file__).resolve().parents[1] / "src"
 INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.M)

@@ -5,7 +5,7 @@
 #ifndef CPYTREE_SRC_TREESPEC_H_
 #define CPYTREE_SRC_TREESPEC_H_
 
-#include "spec_object.h"
+#include "ground/spec_object.h"
 
 namespace cpytree {
 
