@@ -136,18 +136,18 @@ class Mapper {
   }
 
   PyObject* MapTuple(PyObject* tuple, int depth) {
-    // No snapshot: a tuple cannot change under `func`.
+    // Filled in place as the children are mapped (a tuple cannot change
+    // under `func`): going through `results` and NewTupleNode, as MapList
+    // does, cost +3% instructions on small trees (callgrind, args/map).
     Py_ssize_t n = PyTuple_GET_SIZE(tuple);
-    std::size_t rbase = b_->results.size();
+    Ref out(PyTuple_New(n));
+    if (!out) return nullptr;
     for (Py_ssize_t i = 0; i < n; ++i) {
       PyObject* v = Visit(PyTuple_GET_ITEM(tuple, i), depth + 1);
-      if (v == nullptr) {
-        ReleaseFrom(&b_->results, rbase);
-        return nullptr;
-      }
-      b_->results.push_back(v);
+      if (v == nullptr) return nullptr;
+      PyTuple_SET_ITEM(out.get(), i, v);
     }
-    return NodeFromResults(rbase, NewTupleNode);
+    return out.release();
   }
 
   // Keys are snapshotted on b_->keys (unused by map), values on pending.
