@@ -27,11 +27,9 @@ struct ODictMirror {
   PyObject* od_weakreflist;
 };
 
-bool g_layout_verified = false;
-
 }  // namespace
 
-bool LayoutVerified() { return g_layout_verified; }
+bool g_layout_verified = false;
 
 namespace {
 

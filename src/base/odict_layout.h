@@ -32,7 +32,9 @@ namespace internal_odict {
 // the registry's init); false on a Python error only. Afterwards
 // LayoutVerified() says whether the readers below may be used.
 bool VerifyLayout(PyObject* ordered_dict_type);
-bool LayoutVerified();
+// Set by VerifyLayout only (module init, the GIL held); read per OrderedDict.
+extern bool g_layout_verified;
+inline bool LayoutVerified() { return g_layout_verified; }
 // Appends new references of the keys (when `keys` is not null) and values
 // of `obj` in its order; false with an exception set.
 bool Snapshot(PyObject* obj, std::vector<PyObject*>* keys, std::vector<PyObject*>* values);
