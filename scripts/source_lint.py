@@ -4,14 +4,19 @@
 1. Every entry point is guarded: each function a PyMethodDef / PyGetSetDef
    table or a `tp_*` slot hands to CPython goes through `Guarded<fn>::Call`
    (directly, or through a guard macro: a macro whose definition uses
-   `Guarded<`), which turns a C++ exception into a Python one (src/common.h:
+   `Guarded<`), which turns a C++ exception into a Python one (src/base/common.h:
    none may unwind into CPython's C frames). Slots that only release
    memory (`tp_dealloc`, `tp_traverse`, `tp_clear`) and CPython's own
    functions (`PyObject_SelfIter`) need none.
 2. `Py_EnterRecursiveCall` and `Py_LeaveRecursiveCall` come in pairs: as
    many of each in every function body that uses them.
 3. Guard macros are defined once (one header), not once per file.
-4. With `--headers-tu FILE`: FILE, the one translation unit clang-tidy reads
+4. The floors (FLOORS below, drawn in docs/architecture.md): every file of
+   src/ has a floor, a file includes nothing on a higher floor, and no two
+   modules (a module: `x.h` with `x.cc`) include each other, directly or
+   round a longer circle. Checked when the root is this repository's src/
+   (FLOOR_ROOT), so the other rules can run on any tree.
+5. With `--headers-tu FILE`: FILE, the one translation unit clang-tidy reads
    the header library through, includes every public header (each
    include/cpytree/*.h beside src/), so a new header cannot escape the lint.
 
@@ -25,6 +30,20 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+
+# The engine's floors, lowest first: a folder of src/ (every file under it)
+# or a module at src/'s top (a stem), and the floor it stands on. A file may
+# include its own floor and those below, never one above.
+FLOORS: dict[str, int] = {
+    "base": 0,  # CPython helpers with no pytree knowledge, the fenced OrderedDict layout
+    "ground": 1,  # registry, children, the traversal arena, spec objects, intern table, keys
+    "spec": 2,  # the spec model: what a TreeSpec is, compares as, (de)serializes to
+    "traversals": 3,  # flatten, unflatten, map, iter, the spec walks
+    "treespec": 4,  # the Python faces at src/'s top: the TreeSpec type ...
+    "module": 4,  # ... and the module (method table, init)
+}
+FLOOR_ROOT = Path(__file__).resolve().parents[1] / "src"
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.M)
 
 UNGUARDED_SLOTS = {"tp_dealloc", "tp_free", "tp_traverse", "tp_clear", "tp_new", "tp_alloc"}
 TABLE_SLOTS = {"tp_methods", "tp_getset", "tp_members", "tp_base", "tp_as_number"}
@@ -117,6 +136,91 @@ def check_recursion_pairs(path: Path, lines: list[str]) -> list[str]:
     return findings
 
 
+def floor_of(rel: Path, floors: dict[str, int]) -> int | None:
+    """The floor of a file (path relative to the root): its folder's, else its stem's."""
+    for folder in rel.parents:
+        if folder.as_posix() in floors:
+            return floors[folder.as_posix()]
+    return floors.get(rel.with_suffix("").as_posix())
+
+
+def check_floors(root: Path, texts: dict[Path, str], floors: dict[str, int]) -> list[str]:
+    """Rule 4: no file without a floor, no include going up, no circle of modules."""
+    findings = []
+    graph: dict[str, set[str]] = {}
+    for path, text in texts.items():
+        rel = path.relative_to(root)
+        floor = floor_of(rel, floors)
+        if floor is None:
+            findings.append(f"{path}: has no floor (add it to FLOORS in scripts/source_lint.py)")
+            continue
+        module = rel.with_suffix("").as_posix()
+        for match in INCLUDE.finditer(text):
+            target = next(
+                (c for c in (path.parent / match[1], root / match[1]) if c.resolve() in texts),
+                None,
+            )
+            if target is None:
+                continue  # not one of ours (abseil, the header library)
+            target_rel = target.resolve().relative_to(root)
+            target_module = target_rel.with_suffix("").as_posix()
+            if target_module != module:
+                graph.setdefault(module, set()).add(target_module)
+            target_floor = floor_of(target_rel, floors)
+            if target_floor is not None and target_floor > floor:
+                number = text.count("\n", 0, match.start()) + 1
+                findings.append(
+                    f"{path}:{number}: includes {match[1]} (floor {target_floor}) "
+                    f"from floor {floor}: a lower floor never includes a higher one"
+                )
+    findings += [f"{root}: modules include each other: {' -> '.join(c)}" for c in circles(graph)]
+    return findings
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One circle (first module repeated at the end) per strongly connected group."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    found = []
+    for group in sorted(groups):
+        members = set(group)
+        path = [group[0]]
+        while True:  # follow edges inside the group until one closes the circle
+            nxt = sorted(w for w in graph[path[-1]] if w in members)
+            closing = [w for w in nxt if w in path]
+            if closing:
+                path = [*path[path.index(closing[0]) :], closing[0]]
+                break
+            path.append(nxt[0])
+        found.append(path)
+    return found
+
+
 def check_headers_tu(include: Path, tu: Path) -> list[str]:
     """Rule 4: every public header of `include` is included by `tu`."""
     included = set(re.findall(r'^#include "([^"]+)"', tu.read_text(encoding="utf-8"), re.M))
@@ -135,8 +239,14 @@ def main(root: str = "src", *options: str) -> int:
             raise SystemExit(f"usage: source_lint.py [src] [--headers-tu FILE], got {options}")
         findings += check_headers_tu(Path(root).resolve().parent / "include", Path(options[1]))
     macros: dict[str, list[str]] = {}
-    paths = sorted(p for p in Path(root).glob("*.*") if p.suffix in (".cc", ".h"))
+    paths = sorted(p for p in Path(root).rglob("*.*") if p.suffix in (".cc", ".h"))
     texts = {p: p.read_text(encoding="utf-8") for p in paths}
+    if Path(root).resolve() == FLOOR_ROOT.resolve():
+        resolved = {p.resolve(): t for p, t in texts.items()}
+        findings += [
+            f.replace(str(FLOOR_ROOT.resolve()), root.rstrip("/"))
+            for f in check_floors(FLOOR_ROOT.resolve(), resolved, FLOORS)
+        ]
     for path, text in texts.items():
         for name, number in guard_macros(text.splitlines()):
             macros.setdefault(name, []).append(f"{path}:{number}")

@@ -2,21 +2,21 @@
 #include <chrono>
 #include <thread>
 
-#include "children.h"
-#include "deserialize.h"
-#include "flatten.h"
-#include "ft.h"
-#include "intern.h"
-#include "iter.h"
-#include "map.h"
-#include "paths.h"
-#include "registry.h"
-#include "serialize.h"
-#include "spec_compare.h"
-#include "spec_walk.h"
-#include "torch_interop.h"
+#include "base/ft.h"
+#include "ground/children.h"
+#include "ground/intern.h"
+#include "ground/paths.h"
+#include "ground/registry.h"
+#include "spec/deserialize.h"
+#include "spec/serialize.h"
+#include "spec/spec_compare.h"
+#include "spec/torch_interop.h"
+#include "traversals/flatten.h"
+#include "traversals/iter.h"
+#include "traversals/map.h"
+#include "traversals/spec_walk.h"
+#include "traversals/unflatten.h"
 #include "treespec.h"
-#include "unflatten.h"
 
 namespace cpytree {
 namespace {

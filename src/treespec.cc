@@ -5,15 +5,15 @@
 #include <algorithm>
 #include <string>
 
-#include "args.h"
-#include "children.h"
-#include "intern.h"
-#include "registry.h"
-#include "spec_compare.h"
-#include "spec_model.h"
-#include "spec_walk.h"
-#include "torch_interop.h"
-#include "unflatten.h"
+#include "base/args.h"
+#include "ground/children.h"
+#include "ground/intern.h"
+#include "ground/registry.h"
+#include "spec/spec_compare.h"
+#include "spec/spec_model.h"
+#include "spec/torch_interop.h"
+#include "traversals/spec_walk.h"
+#include "traversals/unflatten.h"
 
 namespace cpytree {
 namespace {

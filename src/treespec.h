@@ -1,11 +1,11 @@
 // The Python TreeSpec type of the engine: attributes, equality, hashing,
 // repr, pickling and the TreeSpec(type, context, children_specs) constructor.
-// The object's layout and allocation are spec_builder.h's; the interned leaf
+// The object's layout and allocation are spec_object.h's; the interned leaf
 // spec is intern.h's.
 #ifndef CPYTREE_SRC_TREESPEC_H_
 #define CPYTREE_SRC_TREESPEC_H_
 
-#include "spec_builder.h"
+#include "ground/spec_object.h"
 
 namespace cpytree {
 

@@ -486,7 +486,7 @@ inline std::size_t TreeSpec::Hash() const {
   const internal::Node* nodes = raw_nodes();
   for (std::int64_t k = 0; k < num_nodes(); ++k) {
     const internal::Node& n = nodes[k];
-    h = internal::HashMix(h, (static_cast<std::size_t>(n.kind) << 32) ^ n.arity);
+    h = internal::HashNodeShape(h, n);
     std::size_t m = NumContextItems(n.kind, n.arity);
     for (std::size_t j = 0; j < m; ++j) h = internal::HashMix(h, data_->items[n.ctx + j].Hash());
   }

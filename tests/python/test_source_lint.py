@@ -72,3 +72,53 @@ def test_finds_a_public_header_the_clang_tidy_unit_misses(tmp_path, capsys):
     ]
     tu.write_text('#include "cpytree/spec.h"\n#include "cpytree/tree.h"\n')
     assert source_lint.main(str(tmp_path / "src"), "--headers-tu", str(tu)) == 0
+
+
+def _plant_floors(tmp_path, monkeypatch):
+    src = tmp_path / "src"
+    (src / "traversals").mkdir(parents=True)
+    (src / "common.h").write_text("")
+    (src / "registry.h").write_text('#include "common.h"\n')
+    (src / "traversals" / "flatten.h").write_text('#include "registry.h"\n')
+    monkeypatch.setattr(source_lint, "FLOOR_ROOT", src)
+    monkeypatch.setattr(source_lint, "FLOORS", {"common": 0, "registry": 1, "traversals": 2})
+    return src
+
+
+def test_the_floors_hold_in_a_clean_tree(tmp_path, monkeypatch, capsys):
+    src = _plant_floors(tmp_path, monkeypatch)
+    assert source_lint.main(str(src)) == 0
+    assert capsys.readouterr().out.splitlines() == [f"source lint: {src}/ clean"]
+
+
+def test_finds_a_lower_floor_including_a_higher_one(tmp_path, monkeypatch, capsys):
+    src = _plant_floors(tmp_path, monkeypatch)
+    (src / "registry.cc").write_text('#include "registry.h"\n\n#include "traversals/flatten.h"\n')
+    assert source_lint.main(str(src)) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{src}/registry.cc:3: includes traversals/flatten.h (floor 2) from floor 1: "
+        "a lower floor never includes a higher one",
+        f"{src}: modules include each other: registry -> traversals/flatten -> registry",
+    ]
+
+
+def test_finds_a_circle_on_one_floor_and_a_file_without_a_floor(tmp_path, monkeypatch, capsys):
+    src = _plant_floors(tmp_path, monkeypatch)
+    (src / "ft.h").write_text('#include "common.h"\n')
+    (src / "common.cc").write_text('#include "common.h"\n#include "ft.h"\n')
+    monkeypatch.setitem(source_lint.FLOORS, "ft", 0)
+    (src / "stray.h").write_text("")
+    assert source_lint.main(str(src)) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{src}/stray.h: has no floor (add it to FLOORS in scripts/source_lint.py)",
+        f"{src}: modules include each other: common -> ft -> common",
+    ]
+
+
+def test_the_repository_floor_table_covers_src():
+    src = ROOT / "src"
+    files = sorted(p for p in src.rglob("*") if p.suffix in (".cc", ".h"))
+    assert files
+    assert [
+        p for p in files if source_lint.floor_of(p.relative_to(src), source_lint.FLOORS) is None
+    ] == []

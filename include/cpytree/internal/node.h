@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpytree/internal/hash_mix.h"
 #include "cpytree/kind.h"
 
 namespace cpytree {
@@ -81,6 +82,14 @@ inline std::size_t SubtreeItemCount(const Node* nodes, std::int64_t begin, std::
   std::size_t n = 0;
   for (std::int64_t i = begin; i <= root; ++i) n += NumContextItems(nodes[i].kind, nodes[i].arity);
   return n;
+}
+
+// Folds node `n`'s shape (kind, arity) into `h`: the one node-shape hash of
+// the engine's intern table and spec hash and of the header library's spec
+// hash. Counts and offsets follow from the post-order shapes, so they are not
+// hashed; contexts are hashed by each caller its own way.
+inline std::size_t HashNodeShape(std::size_t h, const Node& n) {
+  return HashMix(h, (static_cast<std::size_t>(n.kind) << 32) ^ n.arity);
 }
 
 // Whether two arrays of n nodes have the same shape: the same post-order
