@@ -58,7 +58,7 @@ class SpecVariable(UserDefinedObjectVariable):
 class SpecMethodVariable(VariableTracker):
     """A method of a SpecVariable: answered from the constant spec, or traced.
 
-    `unflatten` (as tree_unflatten's fast path), `flatten_up_to` (`up_to`),
+    `unflatten` (as tree_unflatten's fast path), `flatten_up_to` (`_walk.up_to`),
     `is_leaf()`, `children()`, `child(i)` (constants of the spec: no guard
     needed). Anything else, or a call these do not answer (torch's error
     cases), traces torch's method.
