@@ -1,8 +1,11 @@
 """The package's layout: no import cycle among the modules of python/cpytree.
 
 Read with ast from the files (nothing is imported): every `import`/`from ...
-import` of a cpytree module at import time (module level, including inside
-`if`/`try`, but not inside functions or `if TYPE_CHECKING:`) is an edge.
+import` of a cpytree module is an edge, except under `if TYPE_CHECKING:`.
+Two graphs: the imports run at import time (module level, including inside
+`if`/`try`, not inside functions), where a cycle breaks importing; and every
+import, call-time ones inside function bodies included, where a cycle is two
+modules that need each other (a split that did not separate them).
 """
 
 import ast
@@ -10,38 +13,41 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "python" / "cpytree"
 
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
-def _module_name(path: Path) -> str:
-    parts = ["cpytree", *path.relative_to(PACKAGE).with_suffix("").parts]
+
+def _module_name(path: Path, package: Path) -> str:
+    parts = [package.name, *path.relative_to(package).with_suffix("").parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _import_time_nodes(body: list[ast.stmt]) -> list[ast.stmt]:
-    """The statements run at import: module level, into if/try/with, not into defs."""
+def _import_nodes(body: list[ast.stmt], call_time: bool) -> list[ast.stmt]:
+    """The statements of `body` and those nested in it: into if/try/with/loops, into
+    function and class bodies only when `call_time`, never into `if TYPE_CHECKING:`."""
     found: list[ast.stmt] = []
     for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if isinstance(node, _DEFS) and not call_time:
             continue
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            found += _import_time_nodes(node.orelse)
+            found += _import_nodes(node.orelse, call_time)
             continue
         found.append(node)
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            found += _import_time_nodes(getattr(node, field, []))
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            found += _import_nodes(getattr(node, field, []), call_time)
     return found
 
 
-def _imports(path: Path, modules: set[str]) -> set[str]:
-    name = _module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+def _imports(path: Path, package: Path, modules: set[str], call_time: bool) -> set[str]:
+    name = _module_name(path, package)
+    parent = name if path.name == "__init__.py" else name.rpartition(".")[0]
     edges: set[str] = set()
-    for node in _import_time_nodes(ast.parse(path.read_text()).body):
+    for node in _import_nodes(ast.parse(path.read_text()).body, call_time):
         if isinstance(node, ast.Import):
             edges.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                anchor = parent.rsplit(".", node.level - 1)[0] if node.level > 1 else parent
                 base = f"{anchor}.{base}" if base else anchor
             edges.add(base)
             edges.update(f"{base}.{alias.name}" for alias in node.names)
@@ -55,11 +61,13 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
     return (with_parents & modules) - ancestors - {name}
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the cpytree modules it imports at import time."""
-    paths = sorted(PACKAGE.rglob("*.py"))
-    modules = {_module_name(path) for path in paths}
-    return {_module_name(path): _imports(path, modules) for path in paths}
+def import_graph(package: Path = PACKAGE, call_time: bool = False) -> dict[str, set[str]]:
+    """Module -> the modules of `package` it imports (at import time, or at any time)."""
+    paths = sorted(package.rglob("*.py"))
+    modules = {_module_name(path, package) for path in paths}
+    return {
+        _module_name(path, package): _imports(path, package, modules, call_time) for path in paths
+    }
 
 
 def _reaches(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -73,10 +81,38 @@ def _reaches(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
-def test_no_import_cycle() -> None:
-    graph = import_graph()
-    cycles = {
+def cycles(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Module -> the modules it imports that import it back (directly or not)."""
+    found = {
         module: sorted(dep for dep in deps if module in _reaches(graph, dep))
         for module, deps in graph.items()
     }
-    assert {module: deps for module, deps in cycles.items() if deps} == {}
+    return {module: deps for module, deps in found.items() if deps}
+
+
+def test_no_import_cycle() -> None:
+    assert cycles(import_graph()) == {}
+
+
+def test_no_import_cycle_at_call_time() -> None:
+    assert cycles(import_graph(call_time=True)) == {}
+
+
+def test_a_cycle_through_a_function_body_is_found(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "a.py").write_text("from . import b\n")
+    (package / "sub" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from pkg.sub import c\n"
+        "def f():\n"
+        "    if True:\n"
+        "        from .a import x\n"
+    )
+    (package / "sub" / "c.py").write_text("from .b import f\n")
+    assert cycles(import_graph(package)) == {}
+    expected = {"pkg.sub.a": ["pkg.sub.b"], "pkg.sub.b": ["pkg.sub.a"]}
+    assert cycles(import_graph(package, call_time=True)) == expected

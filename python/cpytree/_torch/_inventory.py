@@ -24,7 +24,9 @@ that needs it (`layer`) and, for the Dynamo fast paths, which of them
 * ``spec``: make Dynamo see an engine TreeSpec as the equal torch TreeSpec
   (`dynamo/_substitute.py`); as ``substitute``.
 * ``trackers``: answer pytree calls at the VariableTracker level instead of
-  tracing torch's bodies (`dynamo/_trackers.py`, `dynamo/_predicates.py`).
+  tracing torch's bodies (`dynamo/_trackers.py` and the modules under it:
+  `_fence`, `_walk`, `_build`, `_spec_methods`, `_tree_map`, `_predicates`,
+  `_fx_spec`).
   Purely an optimisation, fenced per fast path (`PATHS`): a moved name turns
   off only the paths listed in its row (`paths_off()`), with one warning
   naming them; every other path stays on.

@@ -23,8 +23,11 @@ functions are C, which Dynamo can neither inline nor recognise.
   the with-path flatten functions, tree_all/tree_any (and `_only`),
   torch.fx's tree_flatten_spec, tree_map over registered nodes (one tree
   or several) and the methods of the specs they return, answered from the
-  trackers instead of tracing torch's Python (`_predicates`: the
-  tree_all/tree_any part).
+  trackers instead of tracing torch's Python. Under it, one module per
+  concern: `_fence` (Dynamo's names, the fast paths on), `_walk` (the walk
+  of a tree of trackers), `_build` (unflatten, key paths), `_spec_methods`
+  (the constant spec and its methods), `_tree_map`, `_predicates`
+  (tree_all/tree_any), `_fx_spec` (tree_flatten_spec).
 """
 
 from typing import TYPE_CHECKING, Any

@@ -17,22 +17,19 @@ from torch._dynamo.variables import (  # present: this path is on
     VariableTracker,
 )
 
-from ._trackers import (
+from ._fence import (
     AttrSource,
     GuardBuilder,
     ImportSource,
     ListVariable,
-    SpecVariable,
     TorchSource,
     Unsupported,
     ValueMutationNew,
-    _constant_spec,
-    _flatten,
-    _getitem,
-    _is_torch_spec,
-    _moved,
     install_guard,
+    moved,
 )
+from ._spec_methods import SpecVariable, constant_spec, is_torch_spec
+from ._walk import flatten, getitem
 
 __all__ = ["flatten_spec"]
 
@@ -62,7 +59,7 @@ def _guard_fx_registry(tx: Any) -> None:
     # torch.fx's own registry decides how each spec node is read: a
     # registration after compiling recompiles. (Its keys are types: the
     # guard compares them in order.)
-    root = TorchSource() if _moved(ImportSource) else ImportSource("torch")  # VERSIONS
+    root = TorchSource() if moved(ImportSource) else ImportSource("torch")  # VERSIONS
     source = AttrSource(AttrSource(AttrSource(root, "fx"), "_pytree"),
                         "SUPPORTED_NODES")  # fmt: skip
     tx.output.guard_on_key_order.add(source)
@@ -78,12 +75,12 @@ def _known_spec(tx: Any, vt: Any) -> Any:
     that torch never changes after construction (it is hashed by structure);
     an engine spec posing as one is immutable and pinned by its own ID_MATCH.
     """
-    spec = _constant_spec(vt)
+    spec = constant_spec(vt)
     if spec is not None:
         return spec
     vt = vt.realize()
     if (isinstance(vt, UserDefinedObjectVariable) and vt.source is not None
-            and _is_torch_spec(vt.value)):  # fmt: skip
+            and is_torch_spec(vt.value)):  # fmt: skip
         install_guard(vt.source.make_guard(GuardBuilder.ID_MATCH))
         return vt.value
     return None
@@ -142,7 +139,7 @@ def _spec_leaves(fn_vt: Any, tx: Any, vt: Any, spec: Any, out: list[Any]) -> Non
         return
     fn = fx.SUPPORTED_NODES.get(spec.type)
     if fn is None:
-        walk = _flatten(tx, [vt], {}, with_paths=False)
+        walk = flatten(tx, [vt], {}, with_paths=False)
         if walk is not None and walk.tree_spec == spec:
             out.extend(walk.leaves)
             return
@@ -150,9 +147,9 @@ def _spec_leaves(fn_vt: Any, tx: Any, vt: Any, spec: Any, out: list[Any]) -> Non
         out.extend(result.unpack_var_sequence(tx))
         return
     if fn is fx._dict_flatten_spec:
-        children = [_getitem(tx, vt, key) for key in spec.context]
+        children = [getitem(tx, vt, key) for key in spec.context]
     elif fn in (fx._list_flatten_spec, fx._tuple_flatten_spec, fx._namedtuple_flatten_spec):
-        children = [_getitem(tx, vt, i) for i in range(spec.num_children)]
+        children = [getitem(tx, vt, i) for i in range(spec.num_children)]
     else:
         flat = VariableTracker.build(tx, fn).call_function(tx, [vt, SpecVariable(spec)], {})
         children = flat.unpack_var_sequence(tx)

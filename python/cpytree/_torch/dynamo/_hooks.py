@@ -144,12 +144,12 @@ class DynamoHooks:
         if len(off) == len(_inventory.PATHS):
             self._layers["trackers"] = _moved_text(off["walk"])
         else:
-            from . import _trackers
+            from . import _fence, _trackers
 
             on = frozenset(path for path in _inventory.PATHS if path not in off)
-            _trackers.configure(on)
+            _fence.configure(on)
             fast_class = _trackers.PytreeFunctionVariable
-            fast_names = frozenset(_trackers.enabled_functions())
+            fast_names = frozenset(_fence.enabled_functions())
             self._layers["trackers"] = (
                 "on"
                 if not off

@@ -10,9 +10,17 @@ from typing import Any
 
 from torch._dynamo.variables import BuiltinVariable, ConstantVariable, UserFunctionVariable
 
-from ._trackers import _ALL_ANY, _guard_registry, _Subtree, _truth, _Walk
+from ._walk import Subtree, Walk, guard_registry, truth
 
 __all__ = ["all_any"]
+
+# (tree_all or tree_any, the _only form) of each function answered here.
+_ALL_ANY = {
+    "tree_all": (True, False),
+    "tree_any": (False, False),
+    "tree_all_only": (True, True),
+    "tree_any_only": (False, True),
+}
 
 
 def all_any(fn_vt: Any, tx: Any, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -21,7 +29,7 @@ def all_any(fn_vt: Any, tx: Any, name: str, args: list[Any], kwargs: dict[str, A
     torch computes `all(map(pred, tree_iter(tree, is_leaf)))` (the `_only`
     forms skip leaves failing `isinstance(leaf, type_or_types)`), lazily:
     the walk stops at the first leaf that decides. Here the same walk
-    (`_Walk.iter`, tree_iter's order, is_leaf consulted at each node it
+    (`Walk.iter`, tree_iter's order, is_leaf consulted at each node it
     reaches) feeds the user's `pred`, traced on each leaf as torch traces it,
     and stops at the same leaf, so nodes after it are neither realized nor
     guarded, as in torch. The `isinstance` test is Dynamo's own builtin. A
@@ -51,19 +59,19 @@ def all_any(fn_vt: Any, tx: Any, name: str, args: list[Any], kwargs: dict[str, A
     pred, tree, is_leaf = bound["pred"], bound["tree"], bound.get("is_leaf")
     if is_leaf is not None and is_leaf.is_constant_none():
         is_leaf = None
-    _guard_registry()
-    walk = _Walk(tx, is_leaf, with_paths=False)
+    guard_registry()
+    walk = Walk(tx, is_leaf, with_paths=False)
     for item in walk.iter(tree):
-        if type(item) is _Subtree:
+        if type(item) is Subtree:
             sub_args = [pred, item.vt] if types_vt is None else [types_vt, pred, item.vt]
             sub_kwargs = {} if is_leaf is None else {"is_leaf": is_leaf}
             result = UserFunctionVariable.call_function(fn_vt, tx, sub_args, sub_kwargs)
         else:
             if types_vt is not None:
                 matched = BuiltinVariable(isinstance).call_function(tx, [item, types_vt], {})
-                if not _truth(tx, matched):
+                if not truth(tx, matched):
                     continue
             result = pred.call_function(tx, [item], {})
-        if _truth(tx, result) is not want_all:  # all: a false one; any: a true one
+        if truth(tx, result) is not want_all:  # all: a false one; any: a true one
             return ConstantVariable.create(not want_all)
     return ConstantVariable.create(want_all)
