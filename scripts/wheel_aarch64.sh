@@ -238,7 +238,7 @@ rm -rf "$site"
 # `sys.executable` in a subprocess run their child under qemu too.
 extra=$(realpath -m "$root/pyextra")
 rm -rf "$extra" && mkdir -p "$extra"
-cp scripts/pytest_file_counts.py "$extra/"
+cp lab/pytest_file_counts.py "$extra/"
 skip=("${NO_SUBPROCESS[@]}")
 if [ "${QEMU_EXEC:-1}" != 0 ]; then
   printf 'import sys\nsys.executable = %s\n' "'$(realpath "$root/python")'" > "$extra/sitecustomize.py"
@@ -297,5 +297,5 @@ done
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 for ((i = 0; i < SHARDS; i++)); do [ -z "${shard[i]}" ] || tail -1 "$logs/shard$i.log"; done
-"$tools/python" scripts/pytest_file_counts.py "$logs"/shard*.json
+"$tools/python" lab/pytest_file_counts.py "$logs"/shard*.json
 exit $rc
