@@ -8,7 +8,7 @@
 #                              folder (scripts/sid_root.sh), in dist/; the
 #                              free-threaded cp314t, cp315t against sid's headers
 #                              (FT_HEADERS=1 scripts/wheel.sh; built, not run);
-#                              the aarch64 wheels cp310-cp315 (scripts/wheel_aarch64.sh:
+#                              the aarch64 wheels cp310-cp315 (scripts/wheel.sh --arch aarch64:
 #                              3.11 from bookworm's arm64 CPython, 3.13-3.15 from
 #                              sid's, 3.10 and 3.12 against their headers, not run);
 #                              then every wheel's extension checked (glibc <= 2.28,
@@ -38,10 +38,6 @@ AARCH64_PYTHONS ?= 3.10 3.11 3.12 3.13 3.14 3.15
 # qemu, one after the other (every one with an arm64 interpreter here).
 AARCH64_TEST_PYTHONS ?= 3.11 3.13 3.14 3.15
 WHEEL_SYMBOLS  ?= 0
-# zig (manylinux_2_28, everything but glibc and the unwinder linked in; what
-# CI tests) or system (the machine's gcc, Debian's abseil/simdjson grafted in).
-WHEEL_TOOLCHAIN ?= zig
-export WHEEL_TOOLCHAIN
 TORCH_VERSIONS ?= 2.13.0 2.14.1 2.15.0
 # Every supported release (cpytree._releases.SUPPORTED; tests/python/test_releases.py
 # checks the two agree).
@@ -67,7 +63,7 @@ wheels: setup-system
 	    scripts/wheel.sh /usr/bin/python$$v >/dev/null || exit 1; \
 	done; \
 	for v in $(AARCH64_PYTHONS); do \
-	  ARM64_PYTHON=$$v JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) scripts/wheel_aarch64.sh >/dev/null || exit 1; \
+	  JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) scripts/wheel.sh --arch aarch64 $$v >/dev/null || exit 1; \
 	done; ls -l dist/*.whl; \
 	first=$$(echo $(PYTHONS) | cut -d' ' -f1); \
 	ver=$$($$first -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
@@ -94,7 +90,7 @@ test-pythons: setup-system
 # test-aarch64: the aarch64 wheel of each of AARCH64_TEST_PYTHONS (default
 #   3.11, 3.13, 3.14, 3.15) cross-built with zig and
 #   tests/python under qemu-aarch64-static with Debian's arm64 CPython
-#   (scripts/wheel_aarch64.sh: child interpreters run under qemu too; the
+#   (scripts/test_python.sh --arch aarch64: child interpreters run under qemu too; the
 #   one test deselected is listed there with the reason; two pytest
 #   processes; test_leaks at 10,000 iterations; PYTEST_ARGS="<files>").
 # test-torch-sid: torch 2.14.1 (PyPI's CUDA build, run on the CPU) on CPython
@@ -106,7 +102,7 @@ test-pythons: setup-system
 #   kernels with it).
 test-aarch64: setup-system
 	@for v in $(AARCH64_TEST_PYTHONS); do \
-	  ARM64_PYTHON=$$v JOBS=$(JOBS) scripts/wheel_aarch64.sh test || exit 1; \
+	  JOBS=$(JOBS) scripts/test_python.sh --arch aarch64 $$v || exit 1; \
 	done
 
 test-torch-sid: setup-system
