@@ -129,7 +129,7 @@ lint:
 	$(VENV)/bin/cmake -S . -B $(LINTBUILD) -G Ninja -DCPYTREE_BUILD_PYTHON=ON -DCPYTREE_BUILD_TESTS=OFF \
 	  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DPython_EXECUTABLE=$(abspath $(PY)) \
 	  -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV))/bin/ninja >/dev/null \
-	  && ls src/*.cc | xargs -P $(JOBS) -n 4 clang-tidy -p $(LINTBUILD) --quiet \
+	  && find src -name '*.cc' | sort | xargs -P $(JOBS) -n 4 clang-tidy -p $(LINTBUILD) --quiet \
 	  || status=1; \
 	echo "lint: clang-tidy include (tests/cpp/every_public_header.cc)"; \
 	clang-tidy --quiet tests/cpp/every_public_header.cc -- -std=c++17 -Iinclude \
