@@ -8,8 +8,8 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 JOBS   ?= 2
-# pytest-xdist workers for tests/python (here, in scripts/test_python.sh and
-# scripts/test_torch_versions.sh); 0 runs the suite in one process.
+# pytest-xdist workers for tests/python (here and in scripts/test_python.sh);
+# 0 runs the suite in one process.
 PYTEST_WORKERS ?= $(JOBS)
 export PYTEST_WORKERS
 # One build at a time: several checkouts (worktrees) can share one lock file

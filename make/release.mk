@@ -95,7 +95,7 @@ test-pythons: setup-system
 #   processes; test_leaks at 10,000 iterations; PYTEST_ARGS="<files>").
 # test-torch-sid: torch 2.14.1 (PyPI's CUDA build, run on the CPU) on CPython
 #   3.14 in the sid folder, the torch-facing tests (pytest -m torch, as
-#   scripts/test_torch_versions.sh runs them). The wheels are kept in
+#   scripts/test_python.sh --torch runs them). The wheels are kept in
 #   $CPYTREE_CACHE/wheelhouse-cp314 (outside the checkout) and the venv
 #   build/torch/2.14.1-py3.14 is kept, so only the first run downloads; g++ is
 #   installed into the sid folder when missing (Inductor compiles its CPU
@@ -109,10 +109,10 @@ test-torch-sid: setup-system
 	@$(SID) >/dev/null && $(SID) run sh -c 'command -v g++ >/dev/null || { apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends g++ && apt-get clean; } >&2' && \
 	  $(SID) run env TORCH_PYTHON=/usr/bin/python3.14 TORCH_VENV_SUFFIX=-py3.14 \
-	  TORCH_WHEELHOUSE=$${CPYTREE_CACHE:-$$HOME/.cache/cpytree}/wheelhouse-cp314 scripts/test_torch_versions.sh 2.14.1
+	  TORCH_WHEELHOUSE=$${CPYTREE_CACHE:-$$HOME/.cache/cpytree}/wheelhouse-cp314 scripts/test_python.sh --torch 2.14.1
 
 test-torch-versions: setup-system
-	@JOBS=$(JOBS) scripts/test_torch_versions.sh $(TORCH_VERSIONS)
+	@JOBS=$(JOBS) scripts/test_python.sh --torch $(TORCH_VERSIONS)
 
 test-torch-range: setup-system
-	@JOBS=$(JOBS) scripts/test_torch_versions.sh $(TORCH_RANGE)
+	@JOBS=$(JOBS) scripts/test_python.sh --torch $(TORCH_RANGE)
