@@ -5,7 +5,7 @@ every file of the wheel's packages (python/<path>; cpytree/include/* is
 include/*) is byte-identical to the checkout's, and every file of the
 checkout's packages is in the wheel. The compiled extension (_C*.so) and the
 .dist-info are not compared. Prints the first differences on stderr and
-exits 1 otherwise. wheel_aarch64.sh reuses an x86_64 wheel's Python part only
+exits 1 otherwise. `scripts/wheel.sh --arch aarch64` reuses an x86_64 wheel's Python part only
 when this holds (a wheel left in dist/ by another checkout is rebuilt).
 """
 

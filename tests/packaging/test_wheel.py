@@ -53,13 +53,6 @@ SYSTEM_LIBS = {
 GCC_MAX = (4, 2, 0)
 # manylinux_2_28: glibc 2.28 (RHEL 8, Debian 10, Ubuntu 20.04) and newer.
 GLIBC_MAX = (2, 28)
-# scripts/wheel.sh's WHEEL_TOOLCHAIN: "zig" (the above) or "system", the
-# machine's gcc with Debian's abseil/simdjson and libstdc++ grafted in by
-# auditwheel under the machine's glibc tag; the checks below say which
-# expectation differs for it.
-ZIG = os.environ.get("CPYTREE_WHEEL_TOOLCHAIN", "zig") == "zig"
-# What auditwheel may graft into a system-toolchain wheel.
-SYSTEM_TOOLCHAIN_LIBS = {"libstdc++.so.6"}
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="ELF checks: Linux only"
@@ -82,12 +75,8 @@ def _grafted() -> list[Path]:
 
 
 def _allowed_needs() -> set[str]:
-    """Libraries the extension may need: glibc's and libgcc_s; for a
-    system-toolchain wheel also libstdc++ and what auditwheel grafted (it renames them,
-    libabsl_hash-<hash>.so..., and rewrites DT_NEEDED to those names)."""
-    if ZIG:
-        return SYSTEM_LIBS
-    return SYSTEM_LIBS | SYSTEM_TOOLCHAIN_LIBS | {p.name for p in _grafted()}
+    """Libraries the extension may need: glibc's and libgcc_s."""
+    return SYSTEM_LIBS
 
 
 def _needed(lib: Path) -> list[str]:
@@ -120,8 +109,6 @@ def _check_symbols(lib: Path) -> None:
     versions = _imported_versions(lib)
     assert versions, f"{lib.name}: no versioned imports read"  # the parse found something
     assert _exported(lib) == ["PyInit__C"], f"{lib.name} exports {_exported(lib)}"
-    if not ZIG:  # the machine's glibc and libstdc++: auditwheel's tag says which
-        return
     too_new = [v for v in versions if v.startswith("GLIBC_") and tuple(
         int(x) for x in v[len("GLIBC_"):].split(".")) > GLIBC_MAX]  # fmt: skip
     assert not too_new, f"{lib.name} imports glibc symbols newer than 2.28: {sorted(too_new)}"
@@ -153,8 +140,7 @@ def test_imported_from_the_venv_with_the_engine() -> None:
 
 
 def test_needs_glibc_only_and_nothing_grafted() -> None:
-    if ZIG:
-        assert _grafted() == [], "auditwheel grafted libraries: a dependency is linked dynamically"
+    assert _grafted() == [], "auditwheel grafted libraries: a dependency is linked dynamically"
     outside = [n for n in _needed(_extension()) if n not in _allowed_needs()]
     assert not outside, f"{_extension().name} needs {outside} beyond glibc"
 
@@ -208,11 +194,8 @@ def test_auditwheel_show() -> None:
         r'consistent with the following platform tag: "manylinux_(\d+)_(\d+)_(\w+?)"', text
     )
     assert tag, text
-    if ZIG:
-        assert (int(tag.group(1)), int(tag.group(2))) <= GLIBC_MAX, text
-        assert f"manylinux_2_28_{tag.group(3)}" in Path(wheel).name
-    else:  # tagged with the lowest policy auditwheel finds it satisfies
-        assert f"manylinux_{tag.group(1)}_{tag.group(2)}_{tag.group(3)}" in Path(wheel).name
+    assert (int(tag.group(1)), int(tag.group(2))) <= GLIBC_MAX, text
+    assert f"manylinux_2_28_{tag.group(3)}" in Path(wheel).name
     # Output of a wheel that still needs a library from the system (a wheel
     # that needs none may print "The wheel requires no external shared
     # libraries! :)", as the aarch64 one does).

@@ -17,7 +17,7 @@ can be checked without running them:
   and frees through `_Py_Dealloc`;
 * no extension imports the x87 control-word functions (3.10's pymath.h
   declares them when pyconfig.h says HAVE_GCC_ASM_FOR_X87: the aarch64 cp310
-  wheel is compiled against the x86_64 pyconfig.h, scripts/wheel_aarch64.sh).
+  wheel is compiled against the x86_64 pyconfig.h, scripts/wheel.sh --arch aarch64).
 """
 
 from __future__ import annotations

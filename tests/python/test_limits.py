@@ -75,7 +75,7 @@ def hwm():
                 return int(line.split()[1]) * 1024
 
 def in_use():
-    # Under an emulator (CPYTREE_EMULATED, set by scripts/wheel_aarch64.sh)
+    # Under an emulator (CPYTREE_EMULATED, set by scripts/test_python.sh --arch aarch64)
     # /proc/self/status is the emulator's own process, whose translation
     # caches grow with the guest's work: what the guest holds is measured
     # instead, malloc's bytes in use (glibc's mallinfo2, where the engine's

@@ -1,6 +1,6 @@
 """Every test that faces torch carries the ``torch`` marker (the torch-version run is ``-m torch``).
 
-scripts/test_torch_versions.sh runs ``pytest -m torch tests/python`` against
+``scripts/test_python.sh --torch`` runs ``pytest -m torch tests/python`` against
 each torch release, so a torch-facing test without the marker would silently
 leave that run. This reads the sources of tests/python/test_*.py and finds
 each use of torch: an import of torch or transformers, an

@@ -1,6 +1,6 @@
 """A pytest plugin: passed/failed/skipped/deselected counts per test file.
 
-scripts/wheel_aarch64.sh loads it (-p pytest_file_counts) into each shard of
+`scripts/test_python.sh --arch aarch64` loads it (-p pytest_file_counts) into each shard of
 tests/python under qemu: at the end of a session it prints one line a file,
 and with FILE_COUNTS_JSON=path it also writes them there, so that the shards'
 counts can be put together into one table (`python pytest_file_counts.py

@@ -1,7 +1,7 @@
 """Counts crashing interpreter exits with daemon threads inside pytree calls.
 
-    python scripts/count_exit_crashes.py --impl cpytree --runs 2000
-    nice -n 19 taskset -c 1 .venv-3.10/bin/python scripts/count_exit_crashes.py --impl optree
+    python lab/count_exit_crashes.py --impl cpytree --runs 2000
+    nice -n 19 taskset -c 1 .venv-3.10/bin/python lab/count_exit_crashes.py --impl optree
 
 Each run starts a child interpreter (this one, or --python) that builds a few
 specs (one in a reference cycle through a context), registers a custom node,

@@ -1,0 +1,118 @@
+# Release: wheels, the sdist, and the suites against them on every CPython,
+# torch release and architecture (included by the Makefile). Wheels are built
+# with zig for glibc 2.28 with abseil, simdjson and libc++ linked in
+# (cmake/deps.lock, scripts/native_deps.sh; toolchain and dependencies cached
+# in ~/.cache/cpytree).
+#   make wheels                manylinux_2_28 x86_64 wheels, cp310-cp313 from the
+#                              machine (pyenv) and cp314, cp315 from a Debian sid
+#                              folder (scripts/sid_root.sh), in dist/; the
+#                              free-threaded cp314t, cp315t against sid's headers
+#                              (FT_HEADERS=1 scripts/wheel.sh; built, not run);
+#                              the aarch64 wheels cp310-cp315 (scripts/wheel.sh --arch aarch64:
+#                              3.11 from bookworm's arm64 CPython, 3.13-3.15 from
+#                              sid's, 3.10 and 3.12 against their headers, not run);
+#                              then every wheel's extension checked (glibc <= 2.28,
+#                              exports, tags, suffix, architecture, free-threaded ABI).
+#                              AARCH64_PYTHONS= SID_FT_PYTHONS= builds the x86_64
+#                              GIL wheels alone
+#   make wheels WHEEL_SYMBOLS=1  the same with debug information kept (profiling)
+#   make sdist                 dist/cpytree-<v>.tar.gz, checked to build, and to fail
+#                              clearly where abseil or simdjson is missing
+#   make test-pythons          per CPython (3.10-3.15): its wheel in a fresh venv,
+#                              tests/packaging then the whole tests/python
+#   make test-torch-versions   the torch-facing tests (pytest -m torch) on the torch
+#                              releases CI tests: 2.13.0, 2.14.1 and 2.15.0
+#   make test-torch-range      the same on every supported release, 2.10.0-2.15.0
+#                              (cpytree._releases.SUPPORTED); each release's wheels
+#                              come from $CPYTREE_CACHE/wheelhouse (outside the checkout,
+#                              fetched once); its venv build/torch/<release> is kept
+# PYTHONS overrides the machine's interpreters (default: scripts/find_pythons.sh);
+# SID_PYTHONS the sid folder's (default 3.14 3.15; empty: none); SID_FT_PYTHONS
+# the free-threaded wheels built from sid's headers (default 3.14 3.15; empty:
+# none); AARCH64_PYTHONS the aarch64 wheels (default 3.10-3.15; empty: none).
+PYTHONS        ?= $(shell scripts/find_pythons.sh)
+SID_PYTHONS    ?= 3.14 3.15
+SID_FT_PYTHONS ?= 3.14 3.15
+AARCH64_PYTHONS ?= 3.10 3.11 3.12 3.13 3.14 3.15
+# make test-aarch64: the CPythons whose aarch64 wheel runs tests/python under
+# qemu, one after the other (every one with an arm64 interpreter here).
+AARCH64_TEST_PYTHONS ?= 3.11 3.13 3.14 3.15
+WHEEL_SYMBOLS  ?= 0
+TORCH_VERSIONS ?= 2.13.0 2.14.1 2.15.0
+# Every supported release (cpytree._releases.SUPPORTED; tests/python/test_releases.py
+# checks the two agree).
+TORCH_RANGE    ?= 2.10.0 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0
+SID            := scripts/sid_root.sh amd64
+
+.PHONY: wheel wheels sdist test-pythons test-torch-versions test-torch-range test-aarch64 test-torch-sid
+
+wheel: wheels
+
+wheels: setup-system
+	@start=$$(date +%s); rm -f dist/cpytree-*.whl; \
+	for py in $(PYTHONS); do \
+	  JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) scripts/wheel.sh $$py >/dev/null || exit 1; \
+	done; \
+	if [ -n "$(SID_PYTHONS)" ]; then $(SID) >/dev/null || exit 1; fi; \
+	for v in $(SID_PYTHONS); do \
+	  JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) $(SID) run scripts/wheel.sh /usr/bin/python$$v >/dev/null \
+	    || exit 1; \
+	done; \
+	for v in $(SID_FT_PYTHONS); do \
+	  JOBS=$(JOBS) $(SID) run env FT_HEADERS=1 WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) \
+	    scripts/wheel.sh /usr/bin/python$$v >/dev/null || exit 1; \
+	done; \
+	for v in $(AARCH64_PYTHONS); do \
+	  JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) scripts/wheel.sh --arch aarch64 $$v >/dev/null || exit 1; \
+	done; ls -l dist/*.whl; \
+	first=$$(echo $(PYTHONS) | cut -d' ' -f1); \
+	ver=$$($$first -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+	CPYTREE_DIST=dist build/wheel/$$ver-zig/venv/bin/python -m pytest -q -p no:cacheprovider \
+	  tests/packaging/test_wheel.py tests/packaging/test_wheel_tags.py -k "every_wheel_in_dist or tags" \
+	  || exit 1; \
+	echo "wheels: built and checked in $$(( $$(date +%s) - start )) s"
+
+sdist: setup-system
+	@JOBS=$(JOBS) scripts/sdist.sh
+
+test-pythons: setup-system
+	@status=0; summary=""; for py in $(PYTHONS); do \
+	  if JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) scripts/test_python.sh $$py; then r=ok; else r=FAILED; status=1; fi; \
+	  summary="$$summary $$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])'):$$r"; \
+	done; \
+	if [ -n "$(SID_PYTHONS)" ]; then $(SID) >/dev/null || exit 1; fi; \
+	for v in $(SID_PYTHONS); do \
+	  if JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) $(SID) run scripts/test_python.sh /usr/bin/python$$v; \
+	  then r=ok; else r=FAILED; status=1; fi; summary="$$summary $$v(sid):$$r"; \
+	done; echo "test-pythons:$$summary"; exit $$status
+
+# Not in .ci/run (each takes longer than CI allows):
+# test-aarch64: the aarch64 wheel of each of AARCH64_TEST_PYTHONS (default
+#   3.11, 3.13, 3.14, 3.15) cross-built with zig and
+#   tests/python under qemu-aarch64-static with Debian's arm64 CPython
+#   (scripts/test_python.sh --arch aarch64: child interpreters run under qemu too; the
+#   one test deselected is listed there with the reason; two pytest
+#   processes; test_leaks at 10,000 iterations; PYTEST_ARGS="<files>").
+# test-torch-sid: torch 2.14.1 (PyPI's CUDA build, run on the CPU) on CPython
+#   3.14 in the sid folder, the torch-facing tests (pytest -m torch, as
+#   scripts/test_python.sh --torch runs them). The wheels are kept in
+#   $CPYTREE_CACHE/wheelhouse-cp314 (outside the checkout) and the venv
+#   build/torch/2.14.1-py3.14 is kept, so only the first run downloads; g++ is
+#   installed into the sid folder when missing (Inductor compiles its CPU
+#   kernels with it).
+test-aarch64: setup-system
+	@for v in $(AARCH64_TEST_PYTHONS); do \
+	  JOBS=$(JOBS) scripts/test_python.sh --arch aarch64 $$v || exit 1; \
+	done
+
+test-torch-sid: setup-system
+	@$(SID) >/dev/null && $(SID) run sh -c 'command -v g++ >/dev/null || { apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends g++ && apt-get clean; } >&2' && \
+	  $(SID) run env TORCH_PYTHON=/usr/bin/python3.14 TORCH_VENV_SUFFIX=-py3.14 \
+	  TORCH_WHEELHOUSE=$${CPYTREE_CACHE:-$$HOME/.cache/cpytree}/wheelhouse-cp314 scripts/test_python.sh --torch 2.14.1
+
+test-torch-versions: setup-system
+	@JOBS=$(JOBS) scripts/test_python.sh --torch $(TORCH_VERSIONS)
+
+test-torch-range: setup-system
+	@JOBS=$(JOBS) scripts/test_python.sh --torch $(TORCH_RANGE)
