@@ -136,6 +136,8 @@ lint:
 	  -isystem $$(scripts/host_simdjson.sh | tail -1)/include || status=1; \
 	echo "lint: scripts/source_lint.py src"; \
 	$(PY) scripts/source_lint.py src --headers-tu tests/cpp/every_public_header.cc || status=1; \
+	echo "lint: the stubs (_C.pyi) and declarations against the names table and the built _C"; \
+	$(PY) -m pytest -q -p no:cacheprovider tests/python/test_names.py || status=1; \
 	exit $$status
 
 # The harness (cpytree-harness; HARNESS_ARGS passes options).

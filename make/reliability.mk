@@ -132,7 +132,7 @@ stress: build
 	  tests/python/test_threads.py tests/python/test_threads_stress.py
 
 # ------------------------------------------------------- free-threaded CPython
-# The engine without the GIL on CPython 3.13t (src/ft.h). PY313T_BUILDER
+# The engine without the GIL on CPython 3.13t (src/base/ft.h). PY313T_BUILDER
 # builds CPython 3.13.0 with --disable-gil once (under BUILD_LOCK) into
 # $$CPYTREE_CACHE/py313t and prints the interpreter; later runs only print it.
 #   make test-ft       the cp313t wheel (scripts/wheel.sh) in a fresh venv

@@ -8,8 +8,8 @@ called from one place; the rest of the package (`cpytree/__init__.py`,
 here (`C`), never by importing `cpytree`.
 
 The engine never imports the package: `connect()` hands it, once at `import
-cpytree`, two loaders it calls on first use (src/paths.cc: the key classes
-of `cpytree._keys`; src/serialize.cc: the serialization state), so
+cpytree`, two loaders it calls on first use (src/ground/paths.cc: the key classes
+of `cpytree._keys`; src/spec/serialize.cc: the serialization state), so
 `import cpytree` leaves both modules unloaded.
 """
 

@@ -12,7 +12,7 @@ can be checked without running them:
 * a free-threaded wheel's extension was compiled for the free-threaded ABI:
   it imports the reference-count functions only that ABI's Py_DECREF calls
   (`_Py_MergeZeroLocalRefcount`, `_Py_DecRefShared`), the critical-section
-  and PyMutex functions src/ft.h uses, and `PyUnstable_Module_SetGIL` (the
+  and PyMutex functions src/base/ft.h uses, and `PyUnstable_Module_SetGIL` (the
   module declares it runs without the GIL); a GIL wheel imports none of them
   and frees through `_Py_Dealloc`;
 * no extension imports the x87 control-word functions (3.10's pymath.h
@@ -41,7 +41,7 @@ WHEEL_NAME = re.compile(
 ELF_MACHINE = {"x86_64": "Advanced Micro Devices X86-64", "aarch64": "AArch64"}
 # Imported only by an extension compiled with Py_GIL_DISABLED (3.13t and later):
 # Py_DECREF's two slow paths (refcount.h), the critical sections and PyMutex
-# of src/ft.h, and the module's "runs without the GIL" declaration.
+# of src/base/ft.h, and the module's "runs without the GIL" declaration.
 FREE_THREADED_ONLY = {
     "_Py_MergeZeroLocalRefcount", "_Py_DecRefShared", "PyCriticalSection_Begin",
     "PyCriticalSection_End", "PyUnstable_Module_SetGIL",

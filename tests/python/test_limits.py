@@ -32,7 +32,7 @@ STRESS = bool(os.environ.get("CPYTREE_STRESS"))
 SANITIZED = bool(os.environ.get("CPYTREE_SANITIZED"))
 skip_sanitized = pytest.mark.skipif(SANITIZED, reason="not meaningful under ASan (see above)")
 BIG = 10_000_000 if STRESS else 1_000_000
-ENGINE_CAP = 20_000  # kMaxDepth in src/common.h
+ENGINE_CAP = 20_000  # kMaxDepth in src/base/common.h
 
 
 @pytest.fixture
@@ -327,7 +327,7 @@ def test_interpreter_shutdown_is_clean(how, threads):
     # With daemon threads inside the engine at exit, CPython 3.11-3.13 ends
     # them with pthread_exit, which runs the C++ destructors of their frames
     # without the GIL: that crashed (SIGSEGV) about one exit in four until
-    # destructors learnt to leave references alone then (src/common.h).
+    # destructors learnt to leave references alone then (src/base/common.h).
     # CPython 3.10 crashed (SIGSEGV in take_gil, about one exit in 100) when a
     # daemon thread still waiting for the GIL timed out after the interpreter
     # state was freed, until the engine let such threads leave first

@@ -5,7 +5,7 @@ The engine's registry used to retire every replaced map and registration
 forever (about 870 bytes per round, 3.3 KB with a fresh class per round, the
 class itself kept alive). Now a writer frees what no map holds any more (on
 free-threaded builds once no lookup in another thread can still read it: a
-grace period, src/grace.h), and traversals pin a registration they use
+grace period, src/base/grace.h), and traversals pin a registration they use
 across user code. Checked here, on every build: a
 deregistered class is collectable, 100,000 rounds leave RSS flat (a bound far
 below the old growth, not a timing), and user code that deregisters the very
