@@ -19,6 +19,11 @@ RECIPE = ROOT / "docs" / "recipe_node_kind.md"
 ENTRY = re.compile(r"`((?:src|include|python)/[\w/.]+\.(?:h|cc|py)):(\w+)`")
 CPP_KIND = re.compile(r"\bkDeque\b|\b\w*Deque\w*\b")
 PY_KIND = re.compile(r"\bdeque\b")
+# Files that name deque for another reason than handling the node kind.
+NOT_SITES = {
+    "python/cpytree/_reference.py": "deque(..., maxlen=0) consumes tree_map_'s iterator",
+    "python/cpytree/_torch/dynamo/_trackers.py": "its docstring lists the kinds the walk reads",
+}
 
 
 def entries(text: str) -> list[tuple[str, str]]:
@@ -36,8 +41,9 @@ def sites() -> list[str]:
     for path in sorted(package.rglob("*.py")):
         if "harness" in path.relative_to(package).parts:
             continue
-        if PY_KIND.search(path.read_text(encoding="utf-8")):
-            found.append(path.relative_to(ROOT).as_posix())
+        name = path.relative_to(ROOT).as_posix()
+        if name not in NOT_SITES and PY_KIND.search(path.read_text(encoding="utf-8")):
+            found.append(name)
     return found
 
 
