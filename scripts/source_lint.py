@@ -37,7 +37,7 @@ from pathlib import Path
 FLOORS: dict[str, int] = {
     "base": 0,  # CPython helpers with no pytree knowledge, the fenced OrderedDict layout
     "ground": 1,  # registry, children, the traversal arena, spec objects, intern table, keys
-    "spec": 2,  # the spec model: what a TreeSpec is, compares as, (de)serializes to
+    "spec_model": 2,  # the spec model: what a TreeSpec is, compares as, (de)serializes to
     "traversals": 3,  # flatten, unflatten, map, iter, the spec walks
     "treespec": 4,  # the Python faces at src/'s top: the TreeSpec type ...
     "module": 4,  # ... and the module (method table, init)

@@ -9,9 +9,9 @@
 #include "ground/children.h"
 #include "ground/intern.h"
 #include "ground/registry.h"
-#include "spec/spec_compare.h"
-#include "spec/spec_model.h"
-#include "spec/torch_interop.h"
+#include "spec_model/spec_compare.h"
+#include "spec_model/spec_model.h"
+#include "spec_model/torch_interop.h"
 #include "traversals/spec_walk.h"
 #include "traversals/unflatten.h"
 

@@ -237,7 +237,7 @@ if _C is not None:
         tree_map_with_path as tree_map_with_path,
         tree_structure as tree_structure,
         tree_unflatten as tree_unflatten,
-        # the engine's dumps/loads (src/spec/serialize.h) hand what they do not
+        # the engine's dumps/loads (src/spec_model/serialize.h) hand what they do not
         # take natively to the reference (bound on first use: _load_serialization)
         treespec_dumps as treespec_dumps,
     )

@@ -9,7 +9,7 @@ here (`C`), never by importing `cpytree`.
 
 The engine never imports the package: `connect()` hands it, once at `import
 cpytree`, two loaders it calls on first use (src/ground/paths.cc: the key classes
-of `cpytree._keys`; src/spec/serialize.cc: the serialization state), so
+of `cpytree._keys`; src/spec_model/serialize.cc: the serialization state), so
 `import cpytree` leaves both modules unloaded.
 """
 

@@ -418,7 +418,7 @@ def bind_loads(
 
 
 def engine_state(reference_loads: Callable[[str], Any]) -> tuple[Any, ...]:
-    """What the engine's dumps/loads need (`_C._set_serialization`; src/spec/serialize.h)."""
+    """What the engine's dumps/loads need (`_C._set_serialization`; src/spec_model/serialize.h)."""
     return (
         SUPPORTED_SERIALIZED_TYPES,
         SERIALIZED_TYPE_TO_PYTHON_TYPE,

@@ -24,7 +24,7 @@
 #include "ground/intern.h"
 #include "ground/registry.h"
 #include "ground/spec_object.h"
-#include "spec/spec_model.h"
+#include "spec_model/spec_model.h"
 #include "traversals/flatten.h"
 
 namespace cpytree {

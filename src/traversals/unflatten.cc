@@ -8,8 +8,8 @@
 #include "ground/children.h"
 #include "ground/registry.h"
 #include "ground/spec_object.h"
-#include "spec/spec_model.h"
-#include "spec/torch_interop.h"
+#include "spec_model/spec_model.h"
+#include "spec_model/torch_interop.h"
 #include "traversals/flatten.h"
 
 namespace cpytree {

@@ -1,5 +1,5 @@
-"""The C++ engine's treespec_dumps / treespec_loads (src/spec/serialize.cc,
-src/spec/deserialize.cc) against torch 2.13 and the pure-Python reference.
+"""The C++ engine's treespec_dumps / treespec_loads (src/spec_model/serialize.cc,
+src/spec_model/deserialize.cc) against torch 2.13 and the pure-Python reference.
 
 * dumps: byte-identical to torch and to the reference on generated trees of
   every builtin kind, with keys and contexts of every JSON scalar type

@@ -20,7 +20,7 @@
 // does nothing takes 509 us, nlohmann's DOM 1069 us, simdjson's DOM 52 us (a
 // fresh parser per call costs the same as a reused one, 53 us). A 10x faster
 // Loads (1267 us before) cannot be had on nlohmann's lexer alone, hence
-// simdjson. The engine's C++ treespec_loads (src/spec/serialize.cc) can use the
+// simdjson. The engine's C++ treespec_loads (src/spec_model/serialize.cc) can use the
 // same library: link simdjson::simdjson and include <simdjson.h>.
 //
 // The Value keeps what Python's `json.loads` keeps: object members in

@@ -132,7 +132,7 @@ inline void AppendPyStrRepr(std::string* out, std::string_view s) {
 // Appends code point `cp` as `json.dumps` (ensure_ascii) writes it inside a
 // string: printable ASCII as is, short escapes for quote, backslash and
 // \n \r \t \b \f, `\uXXXX` otherwise (astral code points as a surrogate pair).
-// The engine's dumps (src/spec/serialize.cc) writes Python str code points with it.
+// The engine's dumps (src/spec_model/serialize.cc) writes Python str code points with it.
 inline void AppendJsonCodePoint(std::string* out, std::uint32_t cp) {
   if (cp >= 0x20 && cp < 0x7F && cp != '"' && cp != '\\') {
     out->push_back(static_cast<char>(cp));

@@ -1,6 +1,6 @@
 // torch's observable behaviour of a spec as a value: repr text, structural
 // equality and a hash consistent with it.
-#include "spec/spec_compare.h"
+#include "spec_model/spec_compare.h"
 
 #include <cstdint>
 #include <string>
@@ -9,8 +9,8 @@
 #include "cpytree/internal/hash_mix.h"
 #include "ground/registry.h"
 #include "ground/spec_object.h"
-#include "spec/spec_model.h"
-#include "spec/torch_interop.h"
+#include "spec_model/spec_model.h"
+#include "spec_model/torch_interop.h"
 
 namespace cpytree {
 namespace {

@@ -1,7 +1,7 @@
 // Recognising torch specs and the class handover of install(); see
 // torch_interop.h (the conversion itself: FromTorchSpec and CoerceSpec,
 // spec_model.cc).
-#include "spec/torch_interop.h"
+#include "spec_model/torch_interop.h"
 
 #include <algorithm>
 #include <functional>

@@ -1,6 +1,6 @@
 // What a spec node means in torch's terms: its `type` and `context`, and the
 // TreeSpec(type, context, children_specs) constructor that goes the other way.
-#include "spec/spec_model.h"
+#include "spec_model/spec_model.h"
 
 #include <string>
 #include <vector>
@@ -9,7 +9,7 @@
 #include "ground/intern.h"
 #include "ground/registry.h"
 #include "ground/spec_object.h"
-#include "spec/torch_interop.h"
+#include "spec_model/torch_interop.h"
 
 namespace cpytree {
 namespace {

@@ -11,7 +11,7 @@
 // separators ", " and ": ", ensure_ascii, allow_nan, int.__repr__ /
 // float.__repr__ for numbers (subclasses included), keys coerced as the C
 // encoder does (str, float, bool, None, int; anything else is an error).
-#include "spec/serialize.h"
+#include "spec_model/serialize.h"
 
 #include <charconv>
 #include <cstring>
@@ -23,7 +23,7 @@
 #include "ground/children.h"
 #include "ground/registry.h"
 #include "ground/spec_object.h"
-#include "spec/spec_model.h"
+#include "spec_model/spec_model.h"
 
 namespace cpytree {
 

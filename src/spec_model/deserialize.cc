@@ -15,7 +15,7 @@
 //
 // Exceptions raised by hooks (from_dumpable_context, the enum object hook)
 // propagate at once: the reference would raise them too, at the same node.
-#include "spec/deserialize.h"
+#include "spec_model/deserialize.h"
 
 #include <simdjson.h>
 
@@ -29,8 +29,8 @@
 #include "ground/intern.h"
 #include "ground/registry.h"
 #include "ground/spec_object.h"
-#include "spec/serialize.h"
-#include "spec/spec_model.h"
+#include "spec_model/serialize.h"
+#include "spec_model/spec_model.h"
 
 namespace cpytree {
 namespace {
