@@ -116,10 +116,10 @@ LINTBUILD := build/lint
 lint:
 	@SETUP_LINT=1 bash scripts/setup.sh
 	@status=0; \
-	echo "lint: ruff check python tests benchmarks scripts lab"; \
-	$(VENV)/bin/ruff check python tests benchmarks scripts lab || status=1; \
-	echo "lint: ruff format --check python tests benchmarks scripts lab"; \
-	$(VENV)/bin/ruff format --check python tests benchmarks scripts lab || status=1; \
+	echo "lint: ruff check python tests benchmarks scripts lab examples"; \
+	$(VENV)/bin/ruff check python tests benchmarks scripts lab examples || status=1; \
+	echo "lint: ruff format --check python tests benchmarks scripts lab examples"; \
+	$(VENV)/bin/ruff format --check python tests benchmarks scripts lab examples || status=1; \
 	echo "lint: mypy --strict python/cpytree python/_cpytree_autoload"; \
 	$(VENV)/bin/mypy --strict python/cpytree python/_cpytree_autoload || status=1; \
 	echo "lint: clang-format --dry-run --Werror src include"; \

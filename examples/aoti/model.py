@@ -100,7 +100,7 @@ def build(out: pathlib.Path) -> None:
         expected = compiled(*args)
         eager = model(*args)
     # The compiled model agrees with eager; the C++ run must equal `expected` exactly.
-    for got, want in zip(pytree.tree_leaves(expected), pytree.tree_leaves(eager)):
+    for got, want in zip(pytree.tree_leaves(expected), pytree.tree_leaves(eager), strict=True):
         torch.testing.assert_close(got, want)
     leaves, spec = pytree.tree_flatten(expected)
     torch.save({"leaves": leaves, "spec": pytree.treespec_dumps(spec)}, out / "reference.pt")
