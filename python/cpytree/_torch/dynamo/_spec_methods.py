@@ -49,6 +49,14 @@ class SpecVariable(UserDefinedObjectVariable):
             return SpecMethodVariable(self, name)
         return super().tp_getattro_impl(tx, name)  # type: ignore[misc]
 
+    def as_python_constant(self) -> Any:
+        # torch's traced tree_flatten leaves a frozen-dataclass tracker whose
+        # constant is the spec (strict export reads the output spec so).
+        return self.value
+
+    def is_python_constant(self) -> bool:
+        return True
+
     def reconstruct(self, codegen: Any) -> None:
         # A spec that leaves the graph is loaded from a global of the frame.
         name = codegen.tx.output.install_global_by_id("__cpytree_spec", self.value)
