@@ -229,6 +229,10 @@ def _dynamo_rows() -> tuple[Name, ...]:
     Name(_F, "UserFunctionVariable.create_with_source", "call", "substitute"),
     Name(_F, "UserFunctionVariable._lookup_tree_map_function", "patch", "substitute",
          optional=True),
+    # the choke point: a UserFunctionVariable built on a C function (`_make_inlined`)
+    Name(_F, "UserFunctionVariable.__init__", "patch", "substitute"),
+    Name("torch._dynamo.symbolic_convert", "InstructionTranslatorBase.inline_user_function_return",
+         "patch", "substitute"),
     # --- spec: an engine TreeSpec reaching traced code is torch's TreeSpec
     Name(_B, "VariableBuilder._type_dispatch_impl", "write", "spec"),
     Name(_B, "SourcelessBuilder._type_handlers", "write", "spec"),
@@ -273,6 +277,9 @@ def _dynamo_rows() -> tuple[Name, ...]:
     _T(_V, "UserDefinedObjectVariable.var_getattr", "patch", "spec_object", optional=True,
          group="getattr"),
     _T(_V, "UserDefinedObjectVariable.call_method", "call", "spec_object"),
+    # overridden: the spec is a constant, as torch's frozen-dataclass tracker of it is
+    _T(_V, "UserDefinedObjectVariable.as_python_constant", "patch", "spec_object"),
+    _T(_V, "UserDefinedObjectVariable.is_python_constant", "patch", "spec_object"),
     _T(_V, "UserDefinedObjectVariable.tp_getattro_impl", "patch", "spec_object", optional=True,
          group="getattr"),
     _T(_V, "UserFunctionVariable.call_function", "patch", "walk"),
