@@ -24,6 +24,7 @@ export TORCHINDUCTOR_CACHE_DIR
 CPPBUILD := build/cpp
 
 .PHONY: all setup setup-system build floor test test-cpp test-python lint harness bench bench-cpp clean \
+        feature-study \
         test-aoti time-aoti
 
 all: build
@@ -155,6 +156,13 @@ bench: build floor
 	@CPYTREE_FLOOR_PATH=$(abspath $(FLOOR_DIR)) $(VENV)/bin/cpytree-harness --no-scaling --no-progress \
 	  --out build/bench-harness
 	@$(PY) benchmarks/dynamo_suite.py $(BENCH_DYNAMO_ARGS)
+
+# torch's own features that call pytree inside Dynamo (cond, while_loop, scan,
+# map, flex_attention, nested_compile_region, nonstrict_trace, export, ...)
+# with torch alone and with cpytree autoloaded: outcomes, graphs, bytecodes
+# and guards per case, a Markdown table (FEATURES= limits it to case prefixes).
+feature-study: build
+	@CUDA_VISIBLE_DEVICES= $(PY) -m cpytree.harness.studies.feature_study $(FEATURES)
 
 clean:
 	rm -rf build harness-report

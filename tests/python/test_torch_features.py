@@ -28,8 +28,7 @@ import torch._dynamo
 import torch.utils._pytree as tp
 
 import cpytree
-from cpytree.harness.child import spawn
-from cpytree.harness.studies import feature_cases
+from cpytree.harness.studies import feature_cases, feature_study
 
 pytestmark = [
     pytest.mark.torch,
@@ -41,8 +40,14 @@ pytestmark = [
 # Groups of features, one test (two children) each.
 GROUPS = {
     "control_flow": ("cond", "cond_tree_out", "while_loop", "scan", "associative_scan", "map"),
-    "regions": ("nested_compile_region", "checkpoint", "wrap", "nonstrict_trace",
-                "leaf_function", "func"),  # fmt: skip
+    "regions": (
+        "nested_compile_region",
+        "checkpoint",
+        "wrap",
+        "nonstrict_trace",
+        "leaf_function",
+        "func",
+    ),
     "attention_and_grads": ("flex_attention", "cond_grad", "while_loop_grad", "scan_grad"),
     "export": ("export", "export_cond", "export_decompose"),
 }
@@ -82,32 +87,27 @@ def _cases(group: str) -> list[str]:
 @pytest.mark.parametrize("group", list(GROUPS))
 def test_features_as_without_cpytree(group: str) -> None:
     names = _cases(group)
-    runs = {
-        mode: spawn("cpytree.harness.studies.feature_probe", {"mode": mode, "cases": names}, 1800)
-        for mode in ("torch", "autoload")
-    }
-    assert runs["torch"]["installed"] is False
-    assert runs["autoload"]["installed"] is True
-    alone = {row["case"]: row for row in runs["torch"]["cases"]}
-    inside = {row["case"]: row for row in runs["autoload"]["cases"]}
+    study = feature_study.run(names)
+    assert study["installed"] == {"torch": False, "autoload": True}
     problems = []
-    for name in names:
-        a, b = alone[name], inside[name]
-        if a["outcome"] != b["outcome"]:
-            problems.append(f"{name}: outcome {a['outcome']!r} alone, {b['outcome']!r} with cpytree")
-        elif (a["graphs"], a["graph_digest"]) != (b["graphs"], b["graph_digest"]):
-            problems.append(f"{name}: graphs differ ({a['graphs']} vs {b['graphs']})")
+    for row in study["rows"]:
+        a, b = row["torch"], row["cpytree"]
+        if not row["same_outcome"]:
+            problems.append(f"{row['case']}: {a['outcome']!r} alone, {b['outcome']!r} with cpytree")
+        elif not row["same_graphs"]:
+            problems.append(f"{row['case']}: graphs differ ({a['graphs']} vs {b['graphs']})")
         if b["bytecodes"] > a["bytecodes"] or b["guards"] > a["guards"]:
-            problems.append(f"{name}: bytecodes {a['bytecodes']} -> {b['bytecodes']}, "
+            problems.append(f"{row['case']}: bytecodes {a['bytecodes']} -> {b['bytecodes']}, "
                             f"guards {a['guards']} -> {b['guards']}")  # fmt: skip
     assert problems == []
+    alone = {row["case"]: row["torch"] for row in study["rows"]}
     for name in MUST_RUN:
         if name in alone:
             assert alone[name]["outcome"].startswith("ok "), (name, alone[name]["outcome"])
     # Where torch traces pytree inside the operator, cpytree's trackers answer.
-    traced = [n for n in names if alone[n]["outcome"].startswith("ok ") and alone[n]["bytecodes"]]
-    fewer = [n for n in traced if inside[n]["bytecodes"] < alone[n]["bytecodes"]]
-    assert fewer == traced
+    traced = [row for row in study["rows"]
+              if row["torch"]["outcome"].startswith("ok ") and row["torch"]["bytecodes"]]  # fmt: skip
+    assert [r["case"] for r in traced if r["cpytree"]["bytecodes"] >= r["torch"]["bytecodes"]] == []
 
 
 # --------------------------------------------------------------------------
@@ -171,11 +171,11 @@ def our_operator(tree):
 
 @pytest.mark.parametrize("route", ["call_function", "inline", "build", "sourceless"])
 def test_a_site_torch_never_had(installed, route: str) -> None:
+    import types
+
     from torch._dynamo import trace_rules
 
     from cpytree.harness.studies.dynamo_probe import counting_steps
-
-    import types
 
     # The operator reads the module attribute: install() put the C function there.
     assert isinstance(tp.tree_flatten, types.BuiltinFunctionType)

@@ -73,4 +73,6 @@ def test_the_scanner_sees_every_kind_of_use(tmp_path) -> None:
         ("V.m", "tree_unflatten", "return", ""),
         ("handed", "tree_flatten", "argument", "_make_inlined"),
     ]
-    assert [s.key for s in _sites.unclassified(str(tmp_path))] == [s.key for s in _sites.scan(str(tmp_path))]
+    assert [s.key for s in _sites.unclassified(str(tmp_path))] == [
+        s.key for s in _sites.scan(str(tmp_path))
+    ]

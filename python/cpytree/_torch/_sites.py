@@ -179,14 +179,26 @@ def _walk(tree: ast.Module, rel: str, modules: dict[str, str], names: dict[str, 
 
 
 # How a site meets the C function, and what makes that work.
-_TRACER = ("tracer", "handed to Dynamo's tracer: UserFunctionVariable.__init__ takes torch's "
-           "original instead (dynamo/_substitute.py, the choke point), the trackers answer it")  # fmt: skip
-_BUILDER = ("builder", "built as a tracker without a source: the trace_rules entry of the C "
-            "function builds torch's original's tracker (dynamo/_substitute.py)")  # fmt: skip
-_EAGER = ("eager", "kept and called later by torch's eager code (graph inputs at run time): "
-          "the C function is called, as any caller calls it")  # fmt: skip
-_TARGET = ("graph target", "an FX node's target, written and compared through the same module "
-           "attribute: both are the C function while installed; the node is called eagerly")  # fmt: skip
+_TRACER = (
+    "tracer",
+    "handed to Dynamo's tracer: UserFunctionVariable.__init__ takes torch's original "
+    "instead (dynamo/_substitute.py, the choke point), the trackers answer it",
+)
+_BUILDER = (
+    "builder",
+    "built as a tracker without a source: the trace_rules entry of the C function builds "
+    "torch's original's tracker (dynamo/_substitute.py)",
+)
+_EAGER = (
+    "eager",
+    "kept and called later by torch's eager code (graph inputs at run time): the C "
+    "function is called, as any caller calls it",
+)
+_TARGET = (
+    "graph target",
+    "an FX node's target, written and compared through the same module attribute: both "
+    "are the C function while installed; the node is called eagerly",
+)
 
 _HOP = "torch/_dynamo/variables/higher_order_ops.py"
 _TORCH = "torch/_dynamo/variables/torch.py"

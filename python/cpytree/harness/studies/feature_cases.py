@@ -150,7 +150,7 @@ def _while_loop(kind: str) -> tuple[Any, tuple[Any, ...]]:
         return i + 1, _double(ops)
 
     def fn(ops: Any) -> Any:
-        return while_loop(cond_fn, body_fn, (torch.tensor(0), ops))
+        return while_loop(cond_fn, body_fn, (torch.tensor(0), ops))  # type: ignore[no-untyped-call]
 
     return fn, (_operands(kind),)
 
@@ -184,7 +184,9 @@ def _associative_scan(kind: str) -> tuple[Any, tuple[Any, ...]]:
 
 def _map(kind: str) -> tuple[Any, tuple[Any, ...]]:
     import torch
-    from functorch.experimental.control_flow import map as control_map
+    from functorch.experimental.control_flow import (  # type: ignore[import-untyped]
+        map as control_map,
+    )
 
     def body(xs: Any, y: Any) -> Any:
         return _leaves_sum(xs) + y
@@ -249,7 +251,7 @@ def _leaf_function(kind: str) -> tuple[Any, tuple[Any, ...]]:
     def leaf(ops: Any) -> Any:
         return (_leaves_sum(ops) * 2,)
 
-    @leaf.register_fake
+    @leaf.register_fake  # type: ignore[attr-defined, untyped-decorator]
     def leaf_fake(ops: Any) -> Any:
         import torch.utils._pytree as tp
 

@@ -36,11 +36,11 @@ def _outcome(error: BaseException) -> str:
 def _gradients(out: Any, args: Any) -> Any:
     import torch.utils._pytree as tp
 
-    total = 0
+    total: Any = 0
     for leaf in tp.tree_leaves(out):
         if getattr(leaf, "requires_grad", False) or getattr(leaf, "grad_fn", None) is not None:
             total = total + leaf.sum()
-    total.backward()  # type: ignore[union-attr]
+    total.backward()
     return [leaf.grad for leaf in tp.tree_leaves(args)]
 
 
