@@ -49,7 +49,14 @@ GROUPS = {
         "func",
     ),
     "attention_and_grads": ("flex_attention", "cond_grad", "while_loop_grad", "scan_grad"),
-    "export": ("export", "export_cond", "export_decompose"),
+    "export": (
+        "export",
+        "export_cond",
+        "export_while_loop",
+        "export_scan",
+        "export_map",
+        "export_decompose",
+    ),
 }
 
 # Cases that must succeed with torch alone on every supported release (so a
@@ -65,6 +72,9 @@ MUST_RUN = (
     "scan_grad/nested/grad", "export/dict/strict", "export/dataclass/strict",
     "export_cond/dict/strict", "export_cond/nested/nonstrict",
     "export_decompose/nested/nonstrict",
+    "export_while_loop/dict/strict",
+    "export_scan/nested/strict",
+    "export_map/dict/strict",
 )  # fmt: skip
 
 
@@ -227,3 +237,26 @@ def test_cond_operand_structure_guarded(installed) -> None:
     for tree in trees:
         assert torch.equal(compiled(x, tree), fn(x, tree))
         assert torch.equal(compiled(-x, tree), fn(-x, tree))
+
+
+def test_uninstall_takes_the_choke_point_out() -> None:
+    from torch._dynamo.symbolic_convert import InstructionTranslatorBase
+    from torch._dynamo.variables.functions import UserFunctionVariable
+
+    was = cpytree.is_installed()
+    cpytree.uninstall()
+    try:
+        init = vars(UserFunctionVariable)["__init__"]
+        inline = vars(InstructionTranslatorBase)["inline_user_function_return"]
+        cpytree.install()
+        assert vars(UserFunctionVariable)["__init__"] is not init
+        assert vars(InstructionTranslatorBase)["inline_user_function_return"] is not inline
+        cpytree.uninstall()
+        assert vars(UserFunctionVariable)["__init__"] is init
+        assert vars(InstructionTranslatorBase)["inline_user_function_return"] is inline
+        # torch alone again: the C function is refused as torch refuses it.
+        with pytest.raises(Exception, match="not implemented in python"):
+            UserFunctionVariable(cpytree.tree_flatten)
+    finally:
+        if was:
+            cpytree.install()

@@ -139,34 +139,27 @@ def _cond_tree_out(kind: str) -> tuple[Any, tuple[Any, ...]]:
     return fn, (torch.ones(3), _operands(kind))
 
 
+def _loop_cond(i: Any, ops: Any) -> Any:
+    return i < 3
+
+
+def _loop_body(i: Any, ops: Any) -> Any:
+    return i + 1, _double(ops)
+
+
 def _while_loop(kind: str) -> tuple[Any, tuple[Any, ...]]:
-    import torch
-    from torch._higher_order_ops import while_loop
+    return _while_loop_of, (_operands(kind),)
 
-    def cond_fn(i: Any, ops: Any) -> Any:
-        return i < 3
 
-    def body_fn(i: Any, ops: Any) -> Any:
-        return i + 1, _double(ops)
+def _scan_combine(carry: Any, x: Any) -> Any:
+    import torch.utils._pytree as tp
 
-    def fn(ops: Any) -> Any:
-        return while_loop(cond_fn, body_fn, (torch.tensor(0), ops))  # type: ignore[no-untyped-call]
-
-    return fn, (_operands(kind),)
+    new = tp.tree_map(lambda c, v: c + v, carry, x)
+    return new, tp.tree_map(lambda t: t.clone(), new)
 
 
 def _scan(kind: str) -> tuple[Any, tuple[Any, ...]]:
-    import torch.utils._pytree as tp
-    from torch._higher_order_ops import scan
-
-    def combine(carry: Any, x: Any) -> Any:
-        new = tp.tree_map(lambda c, v: c + v, carry, x)
-        return new, tp.tree_map(lambda t: t.clone(), new)
-
-    def fn(init: Any, xs: Any) -> Any:
-        return scan(combine, init, xs)
-
-    return fn, (_operands(kind), _operands(kind, (4, 3)))
+    return _scan_of, (_operands(kind), _operands(kind, (4, 3)))
 
 
 def _associative_scan(kind: str) -> tuple[Any, tuple[Any, ...]]:
@@ -182,19 +175,14 @@ def _associative_scan(kind: str) -> tuple[Any, tuple[Any, ...]]:
     return fn, (_operands(kind, (4, 3)),)
 
 
+def _map_body(xs: Any, y: Any) -> Any:
+    return _leaves_sum(xs) + y
+
+
 def _map(kind: str) -> tuple[Any, tuple[Any, ...]]:
     import torch
-    from functorch.experimental.control_flow import (  # type: ignore[import-untyped]
-        map as control_map,
-    )
 
-    def body(xs: Any, y: Any) -> Any:
-        return _leaves_sum(xs) + y
-
-    def fn(xs: Any, y: Any) -> Any:
-        return control_map(body, xs, y)
-
-    return fn, (_operands(kind, (2, 3)), torch.ones(3))
+    return _map_of, (_operands(kind, (2, 3)), torch.ones(3))
 
 
 def _nested_region(kind: str) -> tuple[Any, tuple[Any, ...]]:
@@ -303,16 +291,49 @@ def _func_transforms(kind: str) -> tuple[Any, tuple[Any, ...]]:
     return fn, (_operands(kind),)
 
 
-def _export_module(kind: str, with_cond: bool) -> Any:
+def _export_module(feature: str) -> Any:
+    """A module whose forward(ops, x) uses `feature` ("export": none, else a
+    control-flow operator) on the operand tree."""
     import torch
+    import torch.utils._pytree as tp
+
+    def stacked(ops: Any) -> Any:
+        return tp.tree_map(lambda t: torch.stack([t, t + 1]), ops)
 
     class Module(torch.nn.Module):
         def forward(self, ops: Any, x: Any) -> Any:
-            if with_cond:
+            if feature == "export_cond":
                 return torch.cond(x.sum() > 0, _double, lambda o: _double(_double(o)), (ops,))
+            if feature == "export_while_loop":
+                return _while_loop_of(ops)
+            if feature == "export_scan":
+                return _scan_of(ops, stacked(ops))
+            if feature == "export_map":
+                return _map_of(stacked(ops), x)
             return {"sum": _leaves_sum(ops) + x, "tree": _double(ops)}
 
     return Module()
+
+
+def _while_loop_of(ops: Any) -> Any:
+    import torch
+    from torch._higher_order_ops import while_loop
+
+    return while_loop(_loop_cond, _loop_body, (torch.tensor(0), ops))  # type: ignore[no-untyped-call]
+
+
+def _scan_of(init: Any, xs: Any) -> Any:
+    from torch._higher_order_ops import scan
+
+    return scan(_scan_combine, init, xs)
+
+
+def _map_of(xs: Any, y: Any) -> Any:
+    from functorch.experimental.control_flow import (  # type: ignore[import-untyped]
+        map as control_map,
+    )
+
+    return control_map(_map_body, xs, y)
 
 
 # feature -> (builder, kinds it runs on, styles)
@@ -340,15 +361,29 @@ _EXPORT_KINDS = ("tuple", "dict", "namedtuple", "ordereddict", "dataclass", "cus
                  "nested")  # fmt: skip
 
 
+# export of a module using each feature: the kinds it runs on
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "export": _EXPORT_KINDS,
+    "export_cond": _EXPORT_KINDS,
+    "export_while_loop": ("tuple", "dict", "nested"),
+    "export_scan": ("tuple", "dict", "nested"),
+    "export_map": ("tuple", "dict", "nested"),
+}
+
+
 def names() -> list[str]:
     """Every case name, `feature/kind/style`."""
-    out = [f"{feature}/{kind}/{style}" for feature, (_, kinds, styles) in _FEATURES.items()
-           for kind in kinds for style in styles]  # fmt: skip
-    for kind in _EXPORT_KINDS:
-        for strict in ("strict", "nonstrict"):
-            out.append(f"export/{kind}/{strict}")
-            out.append(f"export_cond/{kind}/{strict}")
-        out.append(f"export_decompose/{kind}/nonstrict")
+    out = [
+        f"{feature}/{kind}/{style}"
+        for feature, (_, kinds, styles) in _FEATURES.items()
+        for kind in kinds
+        for style in styles
+    ]
+    for feature, kinds in _EXPORTS.items():
+        out += [
+            f"{feature}/{kind}/{strict}" for kind in kinds for strict in ("strict", "nonstrict")
+        ]
+    out += [f"export_decompose/{kind}/nonstrict" for kind in _EXPORT_KINDS]
     return out
 
 
@@ -357,7 +392,7 @@ def build(name: str) -> tuple[str, Any]:
     _register()
     feature, kind, style = name.split("/")
     if feature.startswith("export"):
-        module = _export_module(kind, with_cond=feature == "export_cond")
+        module = _export_module(feature)
         import torch
 
         args = (_operands(kind), torch.ones(3))
