@@ -93,6 +93,13 @@ class _Proxy:
     def __init__(self, obj, name, value):
         self._obj, self._name, self._value = obj, name, value
 
+    def __getattribute__(self, attr):
+        # The name replaced wins over the proxy's own attributes (a dunder
+        # such as `__init__` would otherwise be found on _Proxy itself).
+        if attr != "_name" and attr == object.__getattribute__(self, "_name"):
+            return object.__getattribute__(self, "__getattr__")(attr)
+        return object.__getattribute__(self, attr)
+
     def __getattr__(self, attr):
         if attr == self._name:
             if self._value is _GONE:
