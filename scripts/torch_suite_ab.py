@@ -12,7 +12,9 @@ Each file runs in two fresh processes of `--python`, as
 `python -m pytest -p no:cacheprovider -q FILE --junitxml=OUT/NAME.MODE.xml`:
   off  CPYTREE_INSTALL=0, torch alone;
   on   CPYTREE_INSTALL unset, cpytree swapped in at `import torch`.
-Both with CUDA_VISIBLE_DEVICES= and PYTORCH_TEST_WITH_SLOW=0. Before the runs,
+Both with CUDA_VISIBLE_DEVICES=, PYTORCH_TEST_WITH_SLOW=0, a fresh inductor cache
+folder of their own (TORCHINDUCTOR_CACHE_DIR, so "on" never reuses what "off"
+compiled) and each `--env KEY=VALUE` (e.g. PYTORCH_TEST_WITH_DYNAMO=1). Before the runs,
 `import torch, cpytree; cpytree.is_installed()` is asked in each mode's
 environment: "on" must say True and "off" False, or nothing runs (exit 2).
 
@@ -31,6 +33,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -95,10 +98,11 @@ class Diff:
         return self.off.outcome == "passed" and self.on.outcome in BAD_ON
 
 
-def mode_env(mode: str) -> dict[str, str]:
+def mode_env(mode: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env["CUDA_VISIBLE_DEVICES"] = ""
     env["PYTORCH_TEST_WITH_SLOW"] = "0"
+    env.update(extra or {})
     env.pop("CPYTREE_INSTALL", None)
     if mode == "off":
         env["CPYTREE_INSTALL"] = "0"
@@ -118,14 +122,14 @@ def run_name(path: Path) -> str:
     return ".".join(rel.with_suffix("").parts)
 
 
-def check_install(python: str, cwd: Path) -> dict[str, str]:
+def check_install(python: str, cwd: Path, extra: dict[str, str]) -> dict[str, str]:
     """What `cpytree.is_installed()` says in each mode's environment (the last stdout line)."""
     said = {}
     for mode in MODES:
         p = subprocess.run(
             [python, "-c", CHECK_CODE],
             cwd=cwd,
-            env=mode_env(mode),
+            env=mode_env(mode, extra),
             capture_output=True,
             text=True,
             timeout=300,
@@ -136,7 +140,13 @@ def check_install(python: str, cwd: Path) -> dict[str, str]:
 
 
 def run_pytest(
-    python: str, path: Path, mode: str, expr: str | None, timeout: float, out: Path
+    python: str,
+    path: Path,
+    mode: str,
+    expr: str | None,
+    timeout: float,
+    out: Path,
+    extra: dict[str, str],
 ) -> Run:
     cwd = tree_root(path).parent
     name = run_name(path)
@@ -148,13 +158,15 @@ def run_pytest(
         cmd += ["-k", expr]
     cmd.append(f"--junitxml={junit}")
     start = time.monotonic()
-    with log.open("w") as f:
+    with log.open("w") as f, tempfile.TemporaryDirectory(prefix="torch-suite-ab-") as cache:
+        env = mode_env(mode, extra)
+        env["TORCHINDUCTOR_CACHE_DIR"] = cache
         f.write(f"# cwd={cwd} mode={mode}\n# {' '.join(cmd)}\n")
         f.flush()
         proc = subprocess.Popen(
             cmd,
             cwd=cwd,
-            env=mode_env(mode),
+            env=env,
             stdout=f,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -263,7 +275,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-k", dest="expr", default=None, help="pytest -k expression for every file")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per pytest run")
     ap.add_argument("--out", type=Path, default=Path("torch-suite-ab"), help="output folder")
+    ap.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="extra env, both modes"
+    )
     args = ap.parse_args(argv)
+    extra = {}
+    for kv in args.env:
+        key, sep, value = kv.partition("=")
+        if not sep or not key:
+            ap.error(f"--env wants KEY=VALUE, got {kv!r}")
+        extra[key] = value
 
     out: Path = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -272,12 +293,13 @@ def main(argv: list[str] | None = None) -> int:
         if not f.is_file():
             ap.error(f"no such file: {f}")
 
-    said = check_install(args.python, tree_root(files[0]).parent)
+    said = check_install(args.python, tree_root(files[0]).parent, extra)
     md = [
         "# torch's test files, cpytree off and on\n",
         f"- python: `{args.python}`",
         f"- -k: `{args.expr}`" if args.expr else "- -k: (none)",
         f"- timeout per run: {args.timeout:.0f} s",
+        f"- extra env: `{' '.join(args.env)}`" if args.env else "- extra env: (none)",
     ]
     md += [f"- {m}: `torch cpytree is_installed()` -> `{said[m]}`" for m in MODES]
     md.append("")
@@ -292,7 +314,9 @@ def main(argv: list[str] | None = None) -> int:
 
     regressions = 0
     for f in files:
-        runs = {m: run_pytest(args.python, f, m, args.expr, args.timeout, out) for m in MODES}
+        runs = {
+            m: run_pytest(args.python, f, m, args.expr, args.timeout, out, extra) for m in MODES
+        }
         diffs = diff(runs["off"], runs["on"])
         regressions += sum(d.regression() for d in diffs)
         report(f, runs, diffs, md)
