@@ -30,6 +30,7 @@ import torch.utils._pytree as tp
 import cpytree
 from cpytree._torch import _inventory
 from cpytree._torch._inventory import INVENTORY, VERSIONS
+from cpytree._torch._signature import engine_of
 from cpytree.harness.studies.dynamo_probe import counting_steps
 
 pytestmark = [
@@ -195,7 +196,7 @@ def test_drifted_tracker_name_turns_its_fast_path_off_with_one_warning(monkeypat
         "cpytree.status())."
     )
     # The engine swap stays; the Dynamo substitution stays; only the dict path is off.
-    assert cpytree.is_installed() and tp.tree_flatten is cpytree.tree_flatten
+    assert cpytree.is_installed() and engine_of(tp.tree_flatten) is cpytree.tree_flatten
     state = cpytree.status()
     assert state["dynamo"]["substitute"] == "on"
     assert state["dynamo"]["trackers"] == f"partly on: dict off: torch moved {moved}"

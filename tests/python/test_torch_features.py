@@ -28,6 +28,7 @@ import torch._dynamo
 import torch.utils._pytree as tp
 
 import cpytree
+from cpytree._torch._signature import engine_of
 from cpytree.harness.studies import feature_cases, feature_study
 
 pytestmark = [
@@ -181,14 +182,12 @@ def our_operator(tree):
 
 @pytest.mark.parametrize("route", ["call_function", "inline", "build", "sourceless"])
 def test_a_site_torch_never_had(installed, route: str) -> None:
-    import types
-
     from torch._dynamo import trace_rules
 
     from cpytree.harness.studies.dynamo_probe import counting_steps
 
-    # The operator reads the module attribute: install() put the C function there.
-    assert isinstance(tp.tree_flatten, types.BuiltinFunctionType)
+    # The operator reads the module attribute: install() put cpytree's function there.
+    assert engine_of(tp.tree_flatten) is cpytree.tree_flatten
     rules = trace_rules.get_torch_obj_rule_map()
     rules[our_operator] = _our_operator_rule(route)
     try:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import inspect
 import os
 import pickle
 import subprocess
@@ -46,6 +47,7 @@ import torch.utils._pytree as tp
 import cpytree
 import trees
 from cpytree import _reference, _torch as torch_install
+from cpytree._torch._signature import engine_of
 
 pytestmark = [
     pytest.mark.torch,
@@ -172,7 +174,7 @@ def test_uninstall_restores_every_torch_attribute_exactly():
                                  lambda v, _: CpytreeOnly(v[0]))  # fmt: skip
     namespaces, registries, tables = _torch_namespaces(), _registries(), _dynamo_tables()
     cpytree.install()
-    assert tp.tree_map is cpytree.tree_map
+    assert engine_of(tp.tree_map) is cpytree.tree_map
     assert _dynamo_tables() != tables
     assert CpytreeOnly in tp.SUPPORTED_NODES and TorchOnly in cpytree.SUPPORTED_NODES
     cpytree.uninstall()
@@ -196,7 +198,10 @@ def test_uninstall_restores_every_torch_attribute_exactly():
 def test_install_swaps_the_engine_functions():
     with installed() as state:
         for name in SWAPPED_ALWAYS:
-            assert getattr(tp, name) is getattr(cpytree, name), name
+            assert engine_of(getattr(tp, name)) is getattr(cpytree, name), name
+            # torch's function as torch's code and tests see it (issue 38)
+            assert inspect.signature(getattr(tp, name)) == inspect.signature(ORIGINALS[name])
+            assert inspect.isfunction(getattr(tp, name))
         assert state["mode"] in ("full", "spec-free")
         assert "torch.utils._pytree.tree_is_leaf" not in state["swapped"]
         assert tp.tree_is_leaf is not cpytree.tree_is_leaf  # see TARGETS in cpytree._torch
@@ -238,7 +243,7 @@ def test_racing_install_and_uninstall_end_consistent():
         thread.join()
     assert not errors
     if cpytree.is_installed():
-        assert tp.tree_map is cpytree.tree_map
+        assert engine_of(tp.tree_map) is cpytree.tree_map
     cpytree.uninstall()
     assert tp.tree_map is ORIGINALS["tree_map"]
     assert tp._private_register_pytree_node is ORIGINAL_REGISTER
@@ -254,13 +259,13 @@ def test_import_time_bindings_are_rebound_and_restored():
     assert fake_tensor.tree_map is ORIGINALS["tree_map"]
     with installed() as state:
         assert state["rebound_imports"] > 0
-        assert fake_tensor.tree_map is cpytree.tree_map
-        assert fake_tensor.tree_map_ is cpytree.tree_map_
+        assert fake_tensor.tree_map is tp.tree_map and engine_of(tp.tree_map) is cpytree.tree_map
+        assert fake_tensor.tree_map_ is tp.tree_map_
     assert fake_tensor.tree_map is ORIGINALS["tree_map"]
     with installed(rebind_imports=False) as state:
         assert state["rebound_imports"] == 0
         assert fake_tensor.tree_map is ORIGINALS["tree_map"]
-        assert tp.tree_map is cpytree.tree_map
+        assert engine_of(tp.tree_map) is cpytree.tree_map
 
 
 def test_bindings_made_while_installed_are_reset_by_uninstall():
@@ -759,7 +764,8 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess:
 def test_env_var_installs_at_import():
     code = (
         "import cpytree, torch.utils._pytree as tp\n"
-        "assert cpytree.is_installed() and tp.tree_map is cpytree.tree_map\n"
+        "from cpytree._torch._signature import engine_of\n"
+        "assert cpytree.is_installed() and engine_of(tp.tree_map) is cpytree.tree_map\n"
         "import runpy; runpy.run_module('cpytree', run_name='__main__')\n"
     )
     proc = _python(code, CPYTREE_INSTALL="1")

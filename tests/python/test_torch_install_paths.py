@@ -22,6 +22,7 @@ import torch.utils._pytree as tp
 
 import cpytree
 import trees
+from cpytree._torch._signature import engine_of
 
 pytestmark = [
     pytest.mark.torch,
@@ -55,8 +56,8 @@ def _same_pairs(got, want) -> None:
 
 
 def test_swapped_and_restored(installed):
-    assert tp.tree_flatten_with_path is cpytree._C._torch_tree_flatten_with_path
-    assert tp.tree_leaves_with_path is cpytree._C._torch_tree_leaves_with_path
+    assert engine_of(tp.tree_flatten_with_path) is cpytree._C._torch_tree_flatten_with_path
+    assert engine_of(tp.tree_leaves_with_path) is cpytree._C._torch_tree_leaves_with_path
     cpytree.uninstall()
     assert tp.tree_flatten_with_path is FLATTEN and tp.tree_leaves_with_path is LEAVES
 

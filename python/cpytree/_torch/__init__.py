@@ -30,9 +30,12 @@ What install() does, in order (uninstall() undoes each step):
    bindings too. FakeTensor's `tree_map` is one: it runs on every operator
    FakeTensor sees during a compile.
 
-Nothing is wrapped: torch's names point at cpytree's C functions themselves,
-and torch's Python helpers (`tree_map_only`, `tree_all`, ...) reach them
-through their module globals.
+torch's names point at Python functions with torch's signature, name,
+module, docstring and annotations whose body is one call of the engine's C
+function (`_signature.as_torch_function`: torch's code and tests inspect
+them as functions; one Python frame, about 25 ns a call), and torch's
+Python helpers (`tree_map_only`, `tree_all`, ...) reach them through their
+module globals.
 """
 
 from __future__ import annotations
@@ -190,22 +193,26 @@ def status() -> dict[str, Any]:
     return out
 
 
-def _fx_tree_flatten_spec(fx_pytree: ModuleType) -> Any:
-    """torch.fx._pytree.tree_flatten_spec on the engine.
+def _fast_function(module: ModuleType, name: str, original: Any, cpytree: Any) -> Any:
+    """What install() puts at `module.name`: torch's signature around the engine's function.
 
-    torch.fx keeps a registry of its own (`register_pytree_flatten_spec`); the
-    engine's walk consults it (the live dict: later registrations count).
+    None when cpytree has no such function. torch.fx keeps a registry of its
+    own (`register_pytree_flatten_spec`); the engine's tree_flatten_spec
+    consults it (the live dict: later registrations count).
     """
+    from ._signature import as_torch_function
+
     assert _engine.C is not None  # install() runs only with the engine
-    engine_fn = _engine.C.tree_flatten_spec
-    registry = fx_pytree.SUPPORTED_NODES
-
-    def tree_flatten_spec(pytree: Any, spec: Any) -> list[Any]:
-        """The leaves of `pytree` at the leaves of `spec`, as torch.fx defines them."""
-        leaves: list[Any] = engine_fn(pytree, spec, registry)
-        return leaves
-
-    return tree_flatten_spec
+    extra: tuple[Any, ...] = ()
+    if module.__name__ == "torch.fx._pytree":
+        engine, extra = _engine.C.tree_flatten_spec, (module.SUPPORTED_NODES,)
+    elif name in ENGINE_NAMES:
+        engine = getattr(_engine.C, ENGINE_NAMES[name])
+    else:
+        engine = getattr(cpytree, name, None)
+    if engine is None or original is None:
+        return engine
+    return as_torch_function(engine, original, extra)
 
 
 def _known_flattens() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -260,7 +267,6 @@ def install(*, rebind_imports: bool = True) -> None:
                 stacklevel=2,
             )
             return
-        import torch.fx._pytree
         import torch.utils._pytree as tp
 
         from . import _inventory, _spec_interop, dynamo as _dynamo
@@ -305,12 +311,7 @@ def install(*, rebind_imports: bool = True) -> None:
             for module_name, name, kind in TARGETS:
                 module = sys.modules.get(module_name) or importlib.import_module(module_name)
                 original = vars(module).get(name)
-                if module is torch.fx._pytree:
-                    fast = _fx_tree_flatten_spec(module)
-                elif name in ENGINE_NAMES:
-                    fast = getattr(_engine.C, ENGINE_NAMES[name])
-                else:
-                    fast = getattr(cpytree, name, None)
+                fast = _fast_function(module, name, original, cpytree)
                 qualified = f"{module_name}.{name}"
                 reason = _why_not(kind, fast, original, blockers)
                 if reason is not None:

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from torch._dynamo import trace_rules
+from torch._dynamo.eval_frame import skip_code
 from torch._dynamo.guards import GuardBuilder
 from torch._dynamo.source import GlobalSource
 from torch._dynamo.symbolic_convert import InstructionTranslatorBase
@@ -112,6 +113,13 @@ def apply_functions(
     rule_map = trace_rules.get_torch_obj_rule_map()
     for fast, original in functions.values():
         _ORIGINALS[id(fast)] = (fast, original, variable_class(original))
+        code = getattr(fast, "__code__", None)
+        if code is not None:
+            # install()'s functions are Python functions calling the engine:
+            # called eagerly while a compile is active (a hook of an exported
+            # module), their frames must not become Dynamo frames (torch's
+            # would trace through; the engine call would be a graph break).
+            skip_code(code)
         if variable_class(original) is fast_class:
             _ANSWERED[id(original)] = original
         tables.add(id_dispatch, id(fast), _sourced)
