@@ -57,7 +57,8 @@ print(json.dumps({{
     "installed": cp is not None and cp.is_installed(),
     "outcome": getattr(auto, "_outcome", None),
     "torchs_own": [m + "." + n for m, n in {targets!r} if torchs_own(m, n)],
-    "tree_map_is_cpytrees": cp is not None and tp.tree_map is cp.tree_map,
+    "tree_map_is_cpytrees": cp is not None
+    and getattr(tp.tree_map, "__cpytree_engine__", None) is cp.tree_map,
     "flatten": repr(tp.tree_flatten({{"a": [1, (2, None)]}})),
     "nodes": len(tp.SUPPORTED_NODES),
     "dynamo": "torch._dynamo" in sys.modules,

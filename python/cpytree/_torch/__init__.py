@@ -200,19 +200,21 @@ def _fast_function(module: ModuleType, name: str, original: Any, cpytree: Any) -
     own (`register_pytree_flatten_spec`); the engine's tree_flatten_spec
     consults it (the live dict: later registrations count).
     """
+    import functools
+
     from ._signature import as_torch_function
 
     assert _engine.C is not None  # install() runs only with the engine
-    extra: tuple[Any, ...] = ()
+    engine: Any
     if module.__name__ == "torch.fx._pytree":
-        engine, extra = _engine.C.tree_flatten_spec, (module.SUPPORTED_NODES,)
+        engine = functools.partial(_engine.C.tree_flatten_spec, registry=module.SUPPORTED_NODES)
     elif name in ENGINE_NAMES:
         engine = getattr(_engine.C, ENGINE_NAMES[name])
     else:
         engine = getattr(cpytree, name, None)
     if engine is None or original is None:
         return engine
-    return as_torch_function(engine, original, extra)
+    return as_torch_function(engine, original)
 
 
 def _known_flattens() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -271,6 +273,7 @@ def install(*, rebind_imports: bool = True) -> None:
 
         from . import _inventory, _spec_interop, dynamo as _dynamo
         from ._patch import Patches
+        from ._signature import engine_of
 
         # Every private name install() needs, checked before anything changes.
         moved = [str(name) for name in _inventory.missing("install")]
@@ -319,6 +322,9 @@ def install(*, rebind_imports: bool = True) -> None:
                     continue
                 assert fast is not None and original is not None  # else _why_not() said why
                 hooks.substitute(fast, original)
+                # The engine function the made one calls: what Dynamo meets
+                # if it traces the made function's own frame.
+                hooks.substitute(engine_of(fast), original)
                 patches.set(module, name, fast)
                 replacements[id(original)] = (original, fast)
                 swapped.append(qualified)

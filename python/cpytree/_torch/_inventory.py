@@ -229,7 +229,6 @@ def _dynamo_rows() -> tuple[Name, ...]:
     Name(_F, "UserFunctionVariable.create_with_source", "call", "substitute"),
     Name(_F, "UserFunctionVariable._lookup_tree_map_function", "patch", "substitute",
          optional=True),
-    Name("torch._dynamo.eval_frame", "skip_code", "call", "substitute"),
     # the choke point: a UserFunctionVariable built on a C function (`_make_inlined`)
     Name(_F, "UserFunctionVariable.__init__", "patch", "substitute"),
     Name("torch._dynamo.symbolic_convert", "InstructionTranslatorBase.inline_user_function_return",

@@ -37,7 +37,6 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from torch._dynamo import trace_rules
-from torch._dynamo.eval_frame import skip_code
 from torch._dynamo.guards import GuardBuilder
 from torch._dynamo.source import GlobalSource
 from torch._dynamo.symbolic_convert import InstructionTranslatorBase
@@ -73,8 +72,14 @@ def _sourced(builder: Any, value: Any) -> Any:
     return variable_class(original, source=GlobalSource(name))
 
 
-class SourcelessOriginal:
-    """trace_rules entry: a sourceless C function becomes its original's tracker."""
+class SourcelessOriginal(UserFunctionVariable):
+    """trace_rules entry: a sourceless C function becomes its original's tracker.
+
+    Never instantiated itself (`__new__` returns the original's tracker). A
+    UserFunctionVariable subclass because Dynamo's `trace_rules.check` asks
+    whether a rule inlines (`torch.compile(tp.tree_structure)` checks the
+    function it is given): it does, as torch's original.
+    """
 
     def __new__(cls, value: Any, **kwargs: Any) -> Any:
         _, original, variable_class = _ORIGINALS[id(value)]
@@ -113,13 +118,6 @@ def apply_functions(
     rule_map = trace_rules.get_torch_obj_rule_map()
     for fast, original in functions.values():
         _ORIGINALS[id(fast)] = (fast, original, variable_class(original))
-        code = getattr(fast, "__code__", None)
-        if code is not None:
-            # install()'s functions are Python functions calling the engine:
-            # called eagerly while a compile is active (a hook of an exported
-            # module), their frames must not become Dynamo frames (torch's
-            # would trace through; the engine call would be a graph break).
-            skip_code(code)
         if variable_class(original) is fast_class:
             _ANSWERED[id(original)] = original
         tables.add(id_dispatch, id(fast), _sourced)
