@@ -10,7 +10,8 @@ it), over operands of every node kind (harness/studies/feature_cases):
 * every case has the same outcome (output digest, or exception type and
   first line) and the same graphs (canonical digests) in both modes;
 * Dynamo steps no more bytecodes and installs no more guards with cpytree
-  (it steps fewer on every case that traces a pytree call);
+  (inside the operators the same: torch's originals traced as torch traces
+  them, node names included; fewer where user code calls pytree);
 * a path torch has never had (our own operator handing the swapped functions
   to Dynamo's tracer every way Dynamo can meet them) works and matches eager;
 * the fast answers inside an operator are sound: a changed operand structure
@@ -112,13 +113,15 @@ def test_features_as_without_cpytree(group: str) -> None:
                             f"guards {a['guards']} -> {b['guards']}")  # fmt: skip
     assert problems == []
     alone = {row["case"]: row["torch"] for row in study["rows"]}
+    alone_modes = ("torch", "cpytree")
     for name in MUST_RUN:
         if name in alone:
             assert alone[name]["outcome"].startswith("ok "), (name, alone[name]["outcome"])
-    # Where torch traces pytree inside the operator, cpytree's trackers answer.
-    traced = [row for row in study["rows"]
-              if row["torch"]["outcome"].startswith("ok ") and row["torch"]["bytecodes"]]  # fmt: skip
-    assert [r["case"] for r in traced if r["cpytree"]["bytecodes"] >= r["torch"]["bytecodes"]] == []
+    # Inside the operators torch's originals are traced as torch traces them
+    # (the same bytecodes); the user code around and inside their bodies
+    # calls pytree through the fast paths: fewer bytecodes over the group.
+    total = {mode: sum(row[mode]["bytecodes"] for row in study["rows"]) for mode in alone_modes}
+    assert total["cpytree"] < total["torch"], total
 
 
 # --------------------------------------------------------------------------
@@ -210,7 +213,8 @@ def test_a_site_torch_never_had(installed, route: str) -> None:
                 assert torch.equal(g, e)
             if mode == "torch":
                 cpytree.install()
-        assert counts["cpytree"] < counts["torch"], counts
+        # Dynamo's own route: torch's original, traced exactly as torch traces it.
+        assert counts["cpytree"] == counts["torch"], counts
     finally:
         del rules[our_operator]
 
@@ -239,20 +243,16 @@ def test_cond_operand_structure_guarded(installed) -> None:
 
 
 def test_uninstall_takes_the_choke_point_out() -> None:
-    from torch._dynamo.symbolic_convert import InstructionTranslatorBase
     from torch._dynamo.variables.functions import UserFunctionVariable
 
     was = cpytree.is_installed()
     cpytree.uninstall()
     try:
         init = vars(UserFunctionVariable)["__init__"]
-        inline = vars(InstructionTranslatorBase)["inline_user_function_return"]
         cpytree.install()
         assert vars(UserFunctionVariable)["__init__"] is not init
-        assert vars(InstructionTranslatorBase)["inline_user_function_return"] is not inline
         cpytree.uninstall()
         assert vars(UserFunctionVariable)["__init__"] is init
-        assert vars(InstructionTranslatorBase)["inline_user_function_return"] is inline
         # torch alone again: the C function is refused as torch refuses it.
         with pytest.raises(Exception, match="not implemented in python"):
             UserFunctionVariable(cpytree.tree_flatten)

@@ -231,8 +231,6 @@ def _dynamo_rows() -> tuple[Name, ...]:
          optional=True),
     # the choke point: a UserFunctionVariable built on a C function (`_make_inlined`)
     Name(_F, "UserFunctionVariable.__init__", "patch", "substitute"),
-    Name("torch._dynamo.symbolic_convert", "InstructionTranslatorBase.inline_user_function_return",
-         "patch", "substitute"),
     # --- spec: an engine TreeSpec reaching traced code is torch's TreeSpec
     Name(_B, "VariableBuilder._type_dispatch_impl", "write", "spec"),
     Name(_B, "SourcelessBuilder._type_handlers", "write", "spec"),

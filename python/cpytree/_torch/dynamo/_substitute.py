@@ -39,7 +39,6 @@ from typing import Any, Protocol
 from torch._dynamo import trace_rules
 from torch._dynamo.guards import GuardBuilder
 from torch._dynamo.source import GlobalSource
-from torch._dynamo.symbolic_convert import InstructionTranslatorBase
 from torch._dynamo.variables.builder import SourcelessBuilder, VariableBuilder
 from torch._dynamo.variables.functions import UserFunctionVariable
 
@@ -56,8 +55,6 @@ class Tables(Protocol):
 
 # id(C function) -> (that function, torch's original, tracker class)
 _ORIGINALS: dict[int, tuple[Any, Any, Any]] = {}
-# id(torch's original) -> that original, for the originals the trackers answer
-_ANSWERED: dict[int, Any] = {}
 
 
 def _sourced(builder: Any, value: Any) -> Any:
@@ -82,8 +79,11 @@ class SourcelessOriginal(UserFunctionVariable):
     """
 
     def __new__(cls, value: Any, **kwargs: Any) -> Any:
-        _, original, variable_class = _ORIGINALS[id(value)]
-        return variable_class(original, **kwargs)
+        # Without a source, Dynamo's own code built it (SourcelessBuilder:
+        # nonstrict_trace's tree_unflatten): torch's original traced, as
+        # torch traces it (the node names of its graphs are torch's).
+        _, original, _ = _ORIGINALS[id(value)]
+        return UserFunctionVariable(original, **kwargs)
 
     @staticmethod
     def create_with_source(value: Any, source: Any) -> Any:
@@ -118,8 +118,6 @@ def apply_functions(
     rule_map = trace_rules.get_torch_obj_rule_map()
     for fast, original in functions.values():
         _ORIGINALS[id(fast)] = (fast, original, variable_class(original))
-        if variable_class(original) is fast_class:
-            _ANSWERED[id(original)] = original
         tables.add(id_dispatch, id(fast), _sourced)
         tables.add(rule_map, fast, SourcelessOriginal)
     if fast_class is not None:
@@ -131,8 +129,7 @@ def apply_functions(
             own = vars(tp).get(name)
             if callable(own) and id(own) not in swapped and id(own) not in functions:
                 tables.add(rule_map, own, fast_class)
-                _ANSWERED[id(own)] = own
-    _apply_choke_point(tables, fast_class)
+    _apply_choke_point(tables)
 
     lookup = getattr(UserFunctionVariable, "_lookup_tree_map_function", None)
     if lookup is not None:
@@ -147,7 +144,7 @@ def apply_functions(
         tables.patch(UserFunctionVariable, "_lookup_tree_map_function", lookup_tree_map_function)
 
 
-def _apply_choke_point(tables: Tables, fast_class: Any) -> None:
+def _apply_choke_point(tables: Tables) -> None:
     """Dynamo's own code handing a C function to its tracer gets torch's original.
 
     torch's higher-order operators (cond, while_loop, scan, map,
@@ -155,14 +152,17 @@ def _apply_choke_point(tables: Tables, fast_class: Any) -> None:
     build `UserFunctionVariable(pytree.tree_flatten)` themselves
     (`_make_inlined`), reading the module attribute install() swapped, so
     neither table above is consulted. Every such route ends in
-    `UserFunctionVariable.__init__` (subclasses included), which is where the
-    C function becomes torch's original: a site of a newer torch is covered
-    without being listed. Its tracker is then inlined
-    (`InstructionTranslatorBase.inline_user_function_return`, the one door
-    every inlined call goes through, `_make_inlined` of 2.13+ included): a
-    plain UserFunctionVariable of an original the trackers answer is
-    answered there first, as `PytreeFunctionVariable.call_function` answers
-    it (fewer bytecodes than tracing torch's body; torch's body otherwise).
+    `UserFunctionVariable.__init__` (subclasses included), which is where a
+    swapped function becomes torch's original: a site of a newer torch is
+    covered without being listed.
+
+    The original is then traced exactly as torch traces it, not answered by
+    the trackers: graph nodes are named after the local variables of the
+    code Dynamo traced (a map body's input is `child`, from torch's
+    tree_flatten), and torch's own tests compare graphs by their code, names
+    included (test_higher_order_ops: answering there renamed five graphs'
+    nodes). Inside the operators cpytree is therefore neutral (same
+    bytecodes, same graphs); the user code around them keeps the fast paths.
     """
     init = UserFunctionVariable.__init__
 
@@ -173,22 +173,6 @@ def _apply_choke_point(tables: Tables, fast_class: Any) -> None:
         init(self, fn, *args, **kwargs)
 
     tables.patch(UserFunctionVariable, "__init__", __init__)
-    if fast_class is None:
-        return
-    inline = InstructionTranslatorBase.inline_user_function_return
-
-    def inline_user_function_return(self: Any, fn: Any, args: Any, kwargs: Any,
-                                    *rest: Any, **options: Any) -> Any:  # fmt: skip
-        # Exactly UserFunctionVariable: a PytreeFunctionVariable was already
-        # offered to the trackers by its call_function.
-        if type(fn) is UserFunctionVariable and _ANSWERED.get(id(fn.fn)) is fn.fn:
-            answer = fast_class(fn.fn, source=fn.source)._fast(self, list(args), dict(kwargs))
-            if answer is not None:
-                return answer
-        return inline(self, fn, args, kwargs, *rest, **options)
-
-    tables.patch(InstructionTranslatorBase, "inline_user_function_return",
-                 inline_user_function_return)  # fmt: skip
 
 
 def apply_spec_type(tables: Tables, spec_type: type, to_torch: Callable[[Any], Any]) -> None:
@@ -217,4 +201,3 @@ def apply_spec_type(tables: Tables, spec_type: type, to_torch: Callable[[Any], A
 def clear() -> None:
     """Forget every mapping (after the entries were taken out of Dynamo's tables)."""
     _ORIGINALS.clear()
-    _ANSWERED.clear()
