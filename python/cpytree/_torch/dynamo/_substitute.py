@@ -4,12 +4,16 @@ Imported only once `torch._dynamo` is loaded and `_inventory.missing()` found
 every name of the ``substitute`` and ``spec`` layers (they are imported at
 module level here).
 
-Each C function install() swapped in gets two entries: one in
+Each function install() swapped in (a Python function with torch's
+signature, `_signature.py`) and the engine's C function it calls get two
+entries each: one in
 `VariableBuilder._id_dispatch()` (the function reached through a source: a
 module attribute, a global) and one in `trace_rules.get_torch_obj_rule_map()`
 (reached without one). Both build the tracker Dynamo would have built for
-torch's original: a `UserFunctionVariable` of it, or, for the functions
-`_trackers` answers, a `PytreeFunctionVariable`. Every fast path keyed on
+torch's original: with a source, a `UserFunctionVariable` of it or, for the
+functions `_trackers` answers, a `PytreeFunctionVariable`; without one,
+torch's own rule (a `UserFunctionVariable`). Dynamo's own code building a
+tracker of one directly meets `_apply_choke_point`. Every fast path keyed on
 the original then applies, the traced bytecodes are the original's, and the
 guards are the ones the original gets: one identity guard on the object
 found at the call site, guards on the original's defaults through a global
