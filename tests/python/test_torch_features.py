@@ -29,6 +29,7 @@ import torch._dynamo
 import torch.utils._pytree as tp
 
 import cpytree
+import support
 from cpytree._torch._signature import engine_of
 from cpytree.harness.studies import feature_cases, feature_study
 
@@ -130,12 +131,9 @@ def test_features_as_without_cpytree(group: str) -> None:
 
 @pytest.fixture
 def installed():
-    cpytree.install()
-    try:
+    with support.installed():
         yield
-    finally:
-        cpytree.uninstall()
-        torch._dynamo.reset()
+    torch._dynamo.reset()
 
 
 def _our_operator_rule(route: str):
