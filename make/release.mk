@@ -3,18 +3,23 @@
 # with zig for glibc 2.28 with abseil, simdjson and libc++ linked in
 # (cmake/deps.lock, scripts/native_deps.sh; toolchain and dependencies cached
 # in ~/.cache/cpytree).
-#   make wheels                manylinux_2_28 x86_64 wheels, cp310-cp313 from the
-#                              machine (pyenv) and cp314, cp315 from a Debian sid
-#                              folder (scripts/sid_root.sh), in dist/; the
-#                              free-threaded cp314t, cp315t against sid's headers
-#                              (FT_HEADERS=1 scripts/wheel.sh; built, not run);
-#                              the aarch64 wheels cp310-cp315 (scripts/wheel.sh --arch aarch64:
-#                              3.11 from bookworm's arm64 CPython, 3.13-3.15 from
-#                              sid's, 3.10 and 3.12 against their headers, not run);
+#   make wheels                every wheel the project ships, in dist/, each one run
+#                              here by a make target: manylinux_2_28 x86_64 cp310-cp313
+#                              from the machine (pyenv) and cp314, cp315 from a Debian
+#                              sid folder (scripts/sid_root.sh) (make test-pythons);
+#                              the free-threaded cp313t from the CPython 3.13t that
+#                              ../shared/pythons/build_py313t.sh builds (make test-ft);
+#                              the aarch64 cp311, cp313-cp315 (scripts/wheel.sh --arch
+#                              aarch64: 3.11 from bookworm's arm64 CPython, 3.13-3.15
+#                              from sid's; make test-aarch64 runs them under qemu);
 #                              then every wheel's extension checked (glibc <= 2.28,
 #                              exports, tags, suffix, architecture, free-threaded ABI).
-#                              AARCH64_PYTHONS= SID_FT_PYTHONS= builds the x86_64
-#                              GIL wheels alone
+#                              AARCH64_PYTHONS= FT313= builds the x86_64 GIL wheels alone
+#   make wheels-unrun          the wheels that compile here but cannot run here, in
+#                              build/unrun-dist/, never in dist/ (not shipped): the
+#                              free-threaded cp314t, cp315t against sid's headers
+#                              (FT_HEADERS=1 scripts/wheel.sh) and the aarch64 cp310,
+#                              cp312 against their headers; checked like dist/'s
 #   make wheels WHEEL_SYMBOLS=1  the same with debug information kept (profiling)
 #   make sdist                 dist/cpytree-<v>.tar.gz, checked to build, and to fail
 #                              clearly where abseil or simdjson is missing
@@ -29,14 +34,19 @@
 # PYTHONS overrides the machine's interpreters (default: scripts/find_pythons.sh);
 # SID_PYTHONS the sid folder's (default 3.14 3.15; empty: none); SID_FT_PYTHONS
 # the free-threaded wheels built from sid's headers (default 3.14 3.15; empty:
-# none); AARCH64_PYTHONS the aarch64 wheels (default 3.10-3.15; empty: none).
+# none); AARCH64_PYTHONS the aarch64 wheels (default: those test-aarch64 runs;
+# empty: none); FT313 (default 1; empty: none) the cp313t wheel;
+# UNRUN_AARCH64_PYTHONS the aarch64 wheels wheels-unrun builds.
 PYTHONS        ?= $(shell scripts/find_pythons.sh)
 SID_PYTHONS    ?= 3.14 3.15
 SID_FT_PYTHONS ?= 3.14 3.15
-AARCH64_PYTHONS ?= 3.10 3.11 3.12 3.13 3.14 3.15
 # make test-aarch64: the CPythons whose aarch64 wheel runs tests/python under
 # qemu, one after the other (every one with an arm64 interpreter here).
 AARCH64_TEST_PYTHONS ?= 3.11 3.13 3.14 3.15
+AARCH64_PYTHONS ?= $(AARCH64_TEST_PYTHONS)
+UNRUN_AARCH64_PYTHONS ?= 3.10 3.12
+FT313          ?= 1
+UNRUN_DIST     := build/unrun-dist
 WHEEL_SYMBOLS  ?= 0
 TORCH_VERSIONS ?= 2.13.0 2.14.1 2.15.0
 # Every supported release (cpytree._releases.SUPPORTED; tests/python/test_releases.py
@@ -44,7 +54,7 @@ TORCH_VERSIONS ?= 2.13.0 2.14.1 2.15.0
 TORCH_RANGE    ?= 2.10.0 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0
 SID            := scripts/sid_root.sh amd64
 
-.PHONY: wheel wheels sdist test-pythons test-torch-versions test-torch-range test-aarch64 test-torch-sid
+.PHONY: wheel wheels wheels-unrun sdist test-pythons test-torch-versions test-torch-range test-aarch64 test-torch-sid
 
 wheel: wheels
 
@@ -58,10 +68,10 @@ wheels: setup-system
 	  JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) $(SID) run scripts/wheel.sh /usr/bin/python$$v >/dev/null \
 	    || exit 1; \
 	done; \
-	for v in $(SID_FT_PYTHONS); do \
-	  JOBS=$(JOBS) $(SID) run env FT_HEADERS=1 WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) \
-	    scripts/wheel.sh /usr/bin/python$$v >/dev/null || exit 1; \
-	done; \
+	if [ -n "$(FT313)" ]; then \
+	  [ -n "$(PY313T_BUILDER)" ] || { echo "wheels: no build_py313t.sh for cp313t (PY313T_BUILDER=, or FT313=)"; exit 1; }; \
+	  py=$(PY313T) && JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) scripts/wheel.sh $$py >/dev/null || exit 1; \
+	fi; \
 	for v in $(AARCH64_PYTHONS); do \
 	  JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) scripts/wheel.sh --arch aarch64 $$v >/dev/null || exit 1; \
 	done; ls -l dist/*.whl; \
@@ -71,6 +81,25 @@ wheels: setup-system
 	  tests/packaging/test_wheel.py tests/packaging/test_wheel_tags.py -k "every_wheel_in_dist or tags" \
 	  || exit 1; \
 	echo "wheels: built and checked in $$(( $$(date +%s) - start )) s"
+
+wheels-unrun: setup-system
+	@start=$$(date +%s); rm -rf $(UNRUN_DIST) && mkdir -p $(UNRUN_DIST); \
+	if [ -n "$(SID_FT_PYTHONS)" ]; then $(SID) >/dev/null || exit 1; fi; \
+	for v in $(SID_FT_PYTHONS); do \
+	  JOBS=$(JOBS) $(SID) run env DIST=$(UNRUN_DIST) FT_HEADERS=1 WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) \
+	    scripts/wheel.sh /usr/bin/python$$v >/dev/null || exit 1; \
+	done; \
+	for v in $(UNRUN_AARCH64_PYTHONS); do \
+	  DIST=$(UNRUN_DIST) JOBS=$(JOBS) WHEEL_SYMBOLS=$(WHEEL_SYMBOLS) scripts/wheel.sh --arch aarch64 $$v >/dev/null \
+	    || exit 1; \
+	done; \
+	rm -f $(UNRUN_DIST)/cpytree-*-cp3??-cp3??-*x86_64.whl; ls -l $(UNRUN_DIST)/*.whl; \
+	first=$$(echo $(PYTHONS) | cut -d' ' -f1); \
+	ver=$$($$first -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+	CPYTREE_DIST=$(UNRUN_DIST) build/wheel/$$ver-zig/venv/bin/python -m pytest -q -p no:cacheprovider \
+	  tests/packaging/test_wheel.py tests/packaging/test_wheel_tags.py -k "every_wheel_in_dist or tags" \
+	  || exit 1; \
+	echo "wheels-unrun: built and checked in $$(( $$(date +%s) - start )) s (not shipped)"
 
 sdist: setup-system
 	@JOBS=$(JOBS) scripts/sdist.sh

@@ -1,11 +1,12 @@
 """Every wheel in CPYTREE_DIST is what its name says, read out of the wheel.
 
-`make wheels` builds wheels that cannot all be run here: the aarch64 ones
-(cross-built with zig; 3.11, 3.13-3.15 run under qemu by `make test-aarch64`,
-3.10 and 3.12 are built against their headers and never run) and the
-free-threaded cp314t/cp315t (built against Debian sid's 3.14/3.15 headers with
-Py_GIL_DISABLED=1: no 3.14t/3.15t interpreter here). This file checks what
-can be checked without running them:
+`make wheels` builds wheels that run here only under emulation: the aarch64
+ones (cross-built with zig; 3.11, 3.13-3.15, run under qemu by `make
+test-aarch64`). `make wheels-unrun` builds, into build/unrun-dist/, those that
+never run here and are not shipped: the aarch64 cp310/cp312 (built against
+their headers) and the free-threaded cp314t/cp315t (built against Debian
+sid's 3.14/3.15 headers with Py_GIL_DISABLED=1: no 3.14t/3.15t interpreter
+here). This file checks what can be checked without running them:
 
 * the file name's tags, the WHEEL file's `Tag:` lines, the extension's file
   name (`_C.cpython-3XY[t]-<arch>-linux-gnu.so`) and its ELF machine agree;
