@@ -66,7 +66,8 @@ ln -sfn /usr/include/nlohmann "$NLOHMANN/nlohmann"
 # The extension's sources, as CMakeLists.txt lists them for _C.
 mapfile -t SOURCES < <(sed -n '/^  Python_add_library(_C MODULE/,/)/p' CMakeLists.txt | grep -o 'src/[^ )]*\.cc')
 [ ${#SOURCES[@]} -gt 10 ] || { echo "cross_compile: found no sources in CMakeLists.txt" >&2; exit 1; }
-# The extension's warning flags (CMakeLists.txt, GCC/Clang) plus -Werror.
+# The extension's flags (cmake/compiler_flags.cmake, its GCC/Clang column:
+# warnings, CPYTREE_EXTENSION_FLAGS, hidden visibility) plus -Werror.
 # -O1: the same diagnostics as -O3 with clang, in less time.
 FLAGS="-std=c++17 -O1 -fPIC -fvisibility=hidden -Wall -Wextra -Wno-missing-field-initializers \
 -Wno-cast-function-type -fno-strict-aliasing -Werror -I$PWD/include -I$PWD/src -isystem $H/deps \
