@@ -35,6 +35,7 @@ def rss_bytes() -> int | None:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
+
 # A free-threaded CPython (3.13t): no GIL.
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 

@@ -422,7 +422,9 @@ def check_no_leak(fn, n, n_traced, rss=True):
     )
     if rss and rss_before is None:
         # Everything above passed; the RSS part could not run.
-        pytest.skip(f"reference counts and traced memory checked; RSS not: the test {support.NO_PROCFS}")
+        pytest.skip(
+            f"reference counts and traced memory checked; RSS not: the test {support.NO_PROCFS}"
+        )
 
 
 @pytest.mark.skipif(SANITIZED, reason="allocated blocks are not counted with PYTHONMALLOC=malloc")
