@@ -112,7 +112,12 @@ test: test-cpp test-python
 # includes every public header (tests/cpp/every_public_header.cc; simdjson
 # and nlohmann as system headers), and scripts/source_lint.py (every entry
 # point guarded, recursion calls paired, one guard header, that unit
-# complete). The set-up installs clang-format and clang-tidy from Debian.
+# complete), and scripts/cross_compile.sh (every translation unit of the
+# engine and the header library compiled with zig for aarch64-macos,
+# x86_64-macos and x86_64-windows-gnu against CPython's headers, -Werror,
+# under BUILD_LOCK; ninja recompiles only what changed: about 1 s warm, about
+# 55 s of compiling cold on 2 cores). The set-up installs clang-format and
+# clang-tidy from Debian.
 LINTBUILD := build/lint
 lint:
 	@SETUP_LINT=1 bash scripts/setup.sh
@@ -137,6 +142,8 @@ lint:
 	  -isystem $$(scripts/host_simdjson.sh | tail -1)/include || status=1; \
 	echo "lint: scripts/source_lint.py src"; \
 	$(PY) scripts/source_lint.py src --headers-tu tests/cpp/every_public_header.cc || status=1; \
+	echo "lint: scripts/cross_compile.sh (macOS arm64/x86_64, Windows x86_64: zig, -Werror)"; \
+	NINJA=$(abspath $(VENV))/bin/ninja JOBS=$(JOBS) scripts/cross_compile.sh || status=1; \
 	echo "lint: the stubs (_C.pyi) and declarations against the names table and the built _C"; \
 	$(PY) -m pytest -q -p no:cacheprovider tests/python/test_names.py || status=1; \
 	exit $$status

@@ -40,20 +40,9 @@ PREFIX=$CACHE/deps-$hash/$TARGET
 mkdir -p "$CACHE/downloads"
 start=$(date +%s)
 
-# zig, from the pinned ziglang wheel (pip download --require-hashes).
-ZIGVER=$(pin ziglang 2)
-ZIGDIR=$CACHE/zig-$ZIGVER
-if [ ! -x "$ZIGDIR/ziglang/zig" ]; then
-  echo "native_deps: ziglang $ZIGVER" >&2
-  rm -rf "$ZIGDIR.tmp" && mkdir -p "$ZIGDIR.tmp"
-  echo "ziglang==$ZIGVER --hash=sha256:$(pin ziglang 3)" > "$ZIGDIR.tmp/req.txt"
-  python3 -m pip download -q --no-deps --only-binary :all: --require-hashes \
-    -r "$ZIGDIR.tmp/req.txt" -d "$CACHE/downloads" >&2
-  python3 -m zipfile -e "$CACHE/downloads/ziglang-$ZIGVER-"*.whl "$ZIGDIR.tmp"
-  chmod +x "$ZIGDIR.tmp/ziglang/zig"
-  rm -rf "$ZIGDIR" && mv "$ZIGDIR.tmp" "$ZIGDIR"
-fi
-ZIG=$ZIGDIR/ziglang/zig
+# zig, from the pinned ziglang wheel (scripts/pinned_sources.sh).
+ZIG=$(pinned_zig)
+ZIGDIR=$(dirname "$(dirname "$ZIG")")
 
 # Wrappers: zig for this target, with zig's cache beside zig (not ~/.cache/zig).
 wrappers() {  # directory

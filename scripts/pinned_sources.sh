@@ -1,5 +1,5 @@
 # Sourced by the scripts that build from cmake/deps.lock (scripts/native_deps.sh,
-# scripts/host_simdjson.sh): reads a pin and downloads its archive once into
+# scripts/host_simdjson.sh, scripts/cross_compile.sh): reads a pin and downloads its archive once into
 # $CACHE/downloads, checking the sha256 on every use. Needs CACHE set.
 
 pin() {  # name field -> that field of the name's line in cmake/deps.lock
@@ -18,4 +18,23 @@ fetch() {  # name -> path of the archive
   fi
   echo "$sha  $file" | sha256sum -c --quiet - >&2 || { rm -f "$file"; echo "$name: sha256 mismatch" >&2; exit 1; }
   echo "$file"
+}
+
+# zig from the pinned ziglang wheel (pip download --require-hashes), unpacked
+# once into $CACHE/zig-<version>; zig's own cache goes beside it (cache/).
+pinned_zig() {  # -> path of the zig binary
+  local ver dir
+  ver=$(pin ziglang 2)
+  dir=$CACHE/zig-$ver
+  if [ ! -x "$dir/ziglang/zig" ]; then
+    echo "ziglang $ver" >&2
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+    echo "ziglang==$ver --hash=sha256:$(pin ziglang 3)" > "$dir.tmp/req.txt"
+    python3 -m pip download -q --no-deps --only-binary :all: --require-hashes \
+      -r "$dir.tmp/req.txt" -d "$CACHE/downloads" >&2
+    python3 -m zipfile -e "$CACHE/downloads/ziglang-$ver-"*.whl "$dir.tmp"
+    chmod +x "$dir.tmp/ziglang/zig"
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir/ziglang/zig"
 }

@@ -1,8 +1,6 @@
-// The out-of-line parts of common.h: the shutdown flag, the thread's stack
-// bound, and the cold raise helpers.
+// The out-of-line parts of common.h: the shutdown flag and the cold raise
+// helpers (the thread's stack bound: stack_probe.cc).
 #include "base/common.h"
-
-#include <pthread.h>
 
 #include <new>
 #include <stdexcept>
@@ -24,25 +22,6 @@ void SetPythonErrorFromCxx() {
   } catch (...) {
     PyErr_SetString(PyExc_SystemError, "cpytree internal error: unknown C++ exception");
   }
-}
-
-std::uintptr_t StackLow() {
-  // Computed once per thread: pthread_getattr_np reads /proc for the main
-  // thread. 1 means "not computed yet".
-  thread_local std::uintptr_t low = 1;
-  if (low == 1) {
-    low = 0;
-    pthread_attr_t attr;
-    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-      void* addr = nullptr;
-      std::size_t size = 0;
-      if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-        low = reinterpret_cast<std::uintptr_t>(addr);
-      }
-      pthread_attr_destroy(&attr);
-    }
-  }
-  return low;
 }
 
 void RaiseInternalError(const char* file, int line, const char* what) {

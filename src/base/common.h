@@ -183,7 +183,7 @@ inline constexpr std::uintptr_t kStackPerLevel = 2048;
 inline constexpr std::uintptr_t kStackReserve = std::uintptr_t{256} * 1024;
 
 // The lowest usable address of this thread's stack (cached per thread), or 0
-// when unknown.
+// when unknown (stack_probe.cc: the one platform-specific file).
 std::uintptr_t StackLow();
 
 // The depth bound of one recursive traversal, read once at its entry point.

@@ -13,6 +13,29 @@ from collections.abc import Callable
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+# What some tests need from the operating system, asked of the system itself
+# (not of its name): the tests that read procfs or set resource limits skip,
+# with these reasons, where it is absent (macOS and Windows have no procfs;
+# Windows has no `resource` module).
+HAS_PROCFS = os.path.exists("/proc/self/statm") and os.path.exists("/proc/self/status")
+NO_PROCFS = "reads this process's memory from /proc/self (procfs), which this system has not"
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None  # type: ignore[assignment]
+HAS_RLIMIT_AS = resource is not None and hasattr(resource, "RLIMIT_AS")
+NO_RLIMIT_AS = "caps the address space with resource.RLIMIT_AS, which this system has not"
+
+
+def rss_bytes() -> int | None:
+    """This process's resident set size (procfs), or None without procfs."""
+    if not HAS_PROCFS:
+        return None
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 # A free-threaded CPython (3.13t): no GIL.
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 

@@ -148,6 +148,8 @@ PEAK_LIMIT = {"flatten": 96, "leaves": 24, "map": 64, "unflatten": 64}
 SMALL_SLACK = 0 if BIG >= 10_000_000 else 48
 
 
+# The child measures with /proc/self (and `resource` for the page size).
+@pytest.mark.skipif(not support.HAS_PROCFS, reason=f"the test {support.NO_PROCFS}")
 @pytest.mark.parametrize("shape", ["flat", "dicts"])
 @pytest.mark.parametrize("op", ["flatten", "leaves", "map", "unflatten"])
 def test_large_tree_memory_is_proportional(engine_on, shape, op):
@@ -396,6 +398,8 @@ for name, fn in [("tree_flatten", lambda: cpytree.tree_flatten(tree)),
 
 
 @skip_sanitized
+@pytest.mark.skipif(not support.HAS_PROCFS, reason=f"the test {support.NO_PROCFS}")
+@pytest.mark.skipif(not support.HAS_RLIMIT_AS, reason=f"the test {support.NO_RLIMIT_AS}")
 def test_out_of_memory_raises_memory_error(engine_on):
     # A C++ allocation that fails (std::bad_alloc) must become MemoryError;
     # an exception escaping into CPython's C frames calls std::terminate.

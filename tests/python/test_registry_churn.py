@@ -112,6 +112,7 @@ def test_deregistered_class_is_collectable():
     reason="a sanitizer's allocator (ASan's quarantine, TSan's shadow of every address "
     "touched) moves RSS: it is measured on the normal build",
 )
+@pytest.mark.skipif(not support.HAS_PROCFS, reason=f"the test {support.NO_PROCFS}")
 @pytest.mark.parametrize("fresh", [True, False], ids=["fresh-class", "same-class"])
 def test_churn_keeps_memory_flat(fresh):
     grown = float(in_fresh_interpreter(f"churn_growth_mib({fresh})"))
