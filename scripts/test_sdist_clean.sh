@@ -37,7 +37,7 @@ if [ ! -f "$ROOT/.cpytree-done" ]; then
   rm -rf "$ROOT.tmp" && cp -a "$base" "$ROOT.tmp"
   SID_ROOT_DIR=$ROOT.tmp scripts/sid_root.sh amd64 run sh -c 'apt-get update -q &&
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends g++ clang cmake &&
-    apt-get clean' >&2
+    apt-get clean' >"$ROOT.log" 2>&1 || { tail -20 "$ROOT.log" >&2; exit 1; }
   mv "$ROOT.tmp" "$ROOT"
 fi
 # The point of the folder: no abseil or simdjson a find_package could reach.
