@@ -128,8 +128,9 @@ tar -xzf "$absl_tar" -C "$P/src" --wildcards '*/third_party/abseil-cpp/absl/*'
 ABSL=$(echo "$P"/src/*/third_party/abseil-cpp)
 (cd "$ABSL" && find absl -name '*.h' -o -name '*.inc' | tar -cf - -T - | tar -xf - -C "$P/include")
 subset() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print }' cmake/abseil-subset.txt; }
-# shellcheck disable=SC2046
-(cd "$ABSL" && find $(subset dirs) -name '*.cc' | grep -v -E "$(subset exclude)" | sort) > "$P/absl_sources.txt"
+absl_dirs=$(subset dirs) absl_exclude=$(subset exclude)
+# shellcheck disable=SC2086
+(cd "$ABSL" && find $absl_dirs -name '*.cc' | grep -v -E "$absl_exclude" | sort) > "$P/absl_sources.txt"
 # simdjson: the amalgamation.
 sj_tar=$(fetch simdjson)
 tar -xzf "$sj_tar" -C "$P/src" --wildcards '*/simdjson/simdjson.h' '*/simdjson/simdjson.cpp'
