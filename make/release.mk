@@ -21,8 +21,15 @@
 #                              (FT_HEADERS=1 scripts/wheel.sh) and the aarch64 cp310,
 #                              cp312 against their headers; checked like dist/'s
 #   make wheels WHEEL_SYMBOLS=1  the same with debug information kept (profiling)
-#   make sdist                 dist/cpytree-<v>.tar.gz, checked to build, and to fail
-#                              clearly where abseil or simdjson is missing
+#   make sdist                 dist/cpytree-<v>.tar.gz, checked to build, to carry
+#                              the pins, and to fail clearly where abseil or simdjson
+#                              is missing and downloads are off
+#   make test-sdist-clean      the sdist installed by pip where there is a compiler
+#                              and CMake alone (a sid folder without libabsl-dev and
+#                              libsimdjson-dev: abseil and simdjson from
+#                              cmake/deps.lock), with gcc (downloading) and clang
+#                              (offline), tests/python against each
+#                              (scripts/test_sdist_clean.sh; SDIST_COMPILERS)
 #   make test-pythons          per CPython (3.10-3.15): its wheel in a fresh venv,
 #                              tests/packaging then the whole tests/python
 #   make test-torch-versions   the torch-facing tests (pytest -m torch) on the torch
@@ -53,8 +60,9 @@ TORCH_VERSIONS ?= 2.13.0 2.14.1 2.15.0
 # checks the two agree).
 TORCH_RANGE    ?= 2.10.0 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0
 SID            := scripts/sid_root.sh amd64
+SDIST_COMPILERS ?= gcc clang
 
-.PHONY: wheel wheels wheels-unrun sdist test-pythons test-torch-versions test-torch-range test-aarch64 test-torch-sid
+.PHONY: wheel wheels wheels-unrun sdist test-sdist-clean test-pythons test-torch-versions test-torch-range test-aarch64 test-torch-sid
 
 wheel: wheels
 
@@ -103,6 +111,10 @@ wheels-unrun: setup-system
 
 sdist: setup-system
 	@JOBS=$(JOBS) scripts/sdist.sh
+
+# Not in .ci/run (CI would pass 75 minutes cold): see docs/building.md.
+test-sdist-clean:
+	@JOBS=$(JOBS) scripts/test_sdist_clean.sh $(SDIST_COMPILERS)
 
 test-pythons: setup-system
 	@status=0; summary=""; for py in $(PYTHONS); do \

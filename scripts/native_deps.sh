@@ -109,17 +109,17 @@ runtime "$P"
 CXXFLAGS="-std=c++17 -O3 -DNDEBUG -fPIC -fvisibility=hidden -fvisibility-inlines-hidden
   -ffunction-sections -fdata-sections -w"
 
-# abseil: only the sources under the directories the engine's pieces
-# (flat_hash_map, hash, inlined_vector) reach; the linker takes from the
-# archive only the objects it needs.
+# abseil: the subset cmake/abseil-subset.txt names (shared with the source
+# build, cmake/pinned_deps.cmake); the linker takes from the archive only the
+# objects it needs.
 absl_tar=$(fetch abseil)
 tar -xzf "$absl_tar" -C "$P/src" --wildcards '*/third_party/abseil-cpp/absl/*'
 ABSL=$(echo "$P"/src/*/third_party/abseil-cpp)
 (cd "$ABSL" && find absl -name '*.h' -o -name '*.inc' | tar -cf - -T - | tar -xf - -C "$P/include")
-(cd "$ABSL" && find absl/base absl/hash absl/container absl/profiling absl/synchronization absl/time \
-    absl/debugging absl/numeric absl/strings -name '*.cc' \
-  | grep -v -E '_test|test_|benchmark|mock|_testing|testutil|print_hash_of|/cord|cordz|gentables|failure_signal|leak_check|_fuzz|_win\.cc|win32' \
-  | sort) > "$P/absl_sources.txt"
+subset() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print }' cmake/abseil-subset.txt; }
+absl_dirs=$(subset dirs) absl_exclude=$(subset exclude)
+# shellcheck disable=SC2086
+(cd "$ABSL" && find $absl_dirs -name '*.cc' | grep -v -E "$absl_exclude" | sort) > "$P/absl_sources.txt"
 # simdjson: the amalgamation.
 sj_tar=$(fetch simdjson)
 tar -xzf "$sj_tar" -C "$P/src" --wildcards '*/simdjson/simdjson.h' '*/simdjson/simdjson.cpp'

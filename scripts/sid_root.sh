@@ -13,7 +13,9 @@
 #                                       # as are $CPYTREE_CACHE and /tmp (build lock)
 #
 # CPYTREE_CACHE (default ~/.cache/cpytree) holds it: $CPYTREE_CACHE/sid-<arch>
-# (bookworm-arm64: $CPYTREE_CACHE/bookworm-arm64).
+# (bookworm-arm64: $CPYTREE_CACHE/bookworm-arm64). SID_ROOT_DIR=<folder> runs
+# in another folder made from it (scripts/test_sdist_clean.sh: a copy with
+# compilers added).
 # The mirror is the one apt already uses on this machine. On sid apt needs
 # Acquire::Check-Valid-Until "false" (the mirror is a dated snapshot); pip
 # inside needs this machine's locally added CA certificates, copied in.
@@ -29,7 +31,7 @@ ARCH=${1:-amd64}
 CACHE=${CPYTREE_CACHE:-$HOME/.cache/cpytree}
 SUITE=sid
 case $ARCH in bookworm-arm64) SUITE=bookworm ARCH=arm64 ;; esac
-ROOT=$CACHE/$SUITE-$ARCH
+ROOT=${SID_ROOT_DIR:-$CACHE/$SUITE-$ARCH}
 MIRROR=${SID_MIRROR:-$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 # g++: Inductor's CPU backend compiles its kernels with it (make test-torch-sid).
