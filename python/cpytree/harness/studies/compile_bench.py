@@ -57,6 +57,8 @@ MODELS = {
 EXTRA_MODELS = {
     "block": "pre-norm transformer block (LayerNorm, 4-head attention, GELU MLP), input (2, 5, 32)",
     "stack": "six such blocks, input (2, 5, 32)",
+    "pytree-blocks": "six blocks, each flattening and unflattening a dict of five tensors "
+    "in forward, input dict of (2, 16)",
 }
 _TIMEOUT_S = 900
 
