@@ -159,6 +159,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--backward", action="store_true", help="--compile: time the first call and its backward"
     )
     p.add_argument(
+        "--compile-counts",
+        action="store_true",
+        help="--compile: also count the instructions of one whole process per model and mode "
+        "(callgrind, by phase: import, cpytree's install, Dynamo, AOTAutograd, Inductor; "
+        "minutes per run)",
+    )
+    p.add_argument(
         "--warm",
         action="store_true",
         help="--compile: warm compiles (forward+backward) in one process, modes interleaved",
@@ -327,6 +334,7 @@ def _run_compile(args: argparse.Namespace, meta: dict[str, Any], t0: float) -> i
                 progress=not args.no_progress,
                 modes=modes,
                 backward=args.backward,
+                counts=args.compile_counts,
             )
             meta["settings"] = study["settings"]
             print(terminal, flush=True)

@@ -6,11 +6,13 @@
 
 `mode`: "torch" or "autoload" (the environment decides: CPYTREE_INSTALL=0
 or not, `child.child_env`), or "cpytree" / "cpytree-attrs" (explicit
-install() right after `import torch`). Run by path, not as `-m cpytree...`: this file imports no cpytree module,
-so with CPYTREE_INSTALL=0 the process is torch alone, and with autoload on
-cpytree loads where a user's process loads it (torch's `torch.backends`
-entry point, inside `import torch`). The zoo is loaded from its file for
-the same reason (it imports torch only).
+install() right after `import torch`). Run by path, not as
+`-m cpytree...`: this file imports no cpytree module, so with
+CPYTREE_INSTALL=0 the process is torch alone, and with autoload on cpytree
+loads where a user's process loads it (torch's `torch.backends`
+entry point, inside `import torch`). The zoo and `usercode` are loaded
+from their files for the same reason (they import torch only). "model" is
+a zoo name or a user's `module:callable`, as in `compile_child`.
 
 What the process does is what a user's script does: `import torch`, build
 the model, `torch.compile(model)(inputs)` (which imports torch._dynamo and
@@ -24,7 +26,7 @@ exit is the phase "exit". `compile_count.py` runs this and adds the dumps up.
 
 Phases (the innermost open one owns the instructions):
 
-* startup          interpreter start-up, this file, the zoo's file
+* startup          interpreter start-up, this file
 * import torch     `import torch`, cpytree's part excluded
 * cpytree install  cpytree's entry point at `import torch` (`import cpytree`,
                    install()), or in modes "cpytree"/"cpytree-attrs" the
@@ -33,7 +35,8 @@ Phases (the innermost open one owns the instructions):
 * dynamo layer     cpytree's Dynamo hooks applied when torch._dynamo loads
                    (its modules imported, Dynamo's tables filled)
 * import dynamo    `import torch._dynamo` (torch.compile's first step)
-* model            building the model and its eager reference call
+* model            loading and building the model (the zoo's file or the
+                   user's module), its eager call, torch.compile()
 * dynamo           the compiled call outside the phases below: Dynamo's
                    bytecode tracing, guards, code generation, and running
                    the compiled code
@@ -127,7 +130,7 @@ def _wrap_import_watch() -> None:
     cls.find_spec = timed("import watch", cls.find_spec)  # type: ignore[method-assign]
     for finder in sys.meta_path:  # the Dynamo hooks' callback: a bound method, held
         if isinstance(finder, cls):
-            finder._callback = timed("dynamo layer", finder._callback)  # noqa: SLF001
+            finder._callback = timed("dynamo layer", finder._callback)
 
 
 def _wrap_dynamo_events() -> None:
@@ -153,14 +156,28 @@ def _wrap_dynamo_events() -> None:
     ChromiumEventLogger.log_event_end = log_event_end  # type: ignore[method-assign]
 
 
-def _load_zoo() -> Any:
-    path = Path(__file__).resolve().parent / "zoo.py"
-    spec = importlib.util.spec_from_file_location("_cpytree_count_zoo", path)
+def _load_file(path: Path) -> Any:
+    """The module of a file of the harness, imported without its package (cpytree)."""
+    spec = importlib.util.spec_from_file_location(f"_cpytree_count_{path.stem}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+def build_model(name: str) -> tuple[Any, tuple[Any, ...]]:
+    """`compile_child.build_model` without importing cpytree: a zoo name or `module:callable`."""
+    here = Path(__file__).resolve().parent
+    if ":" not in name:
+        zoo = _load_file(here / "zoo.py")
+        return zoo.build(name)  # type: ignore[no-any-return]
+    import torch
+
+    torch.manual_seed(0)
+    usercode = _load_file(here.parent / "usercode.py")
+    fn, inputs = usercode.load_callable(name, "--model")()
+    return fn, inputs if isinstance(inputs, tuple) else (inputs,)
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
@@ -184,8 +201,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     leave()
     _wrap_dynamo_events()
     enter("model")
-    zoo = _load_zoo()
-    model, inputs = zoo.build(config["model"])
+    model, inputs = build_model(config["model"])
     model(*inputs)
     compiled = torch.compile(model, backend=config.get("backend", "inductor"))
     leave()
