@@ -148,6 +148,7 @@ def _summarize(
                 "profiled_runs": len(prof),
                 "compile_s": _stat([r["compile_s"] for r in plain]),
                 "compile_cpu_s": _stat([r["compile_cpu_s"] for r in plain]),
+                "import_s": _stat([r["import_s"] for r in plain if "import_s" in r]),
                 "install_ms": 1e3 * statistics.median(r["install_s"] for r in plain)
                 if plain
                 else None,
@@ -330,6 +331,9 @@ def _headline(summary: list[dict[str, Any]]) -> list[str]:
                 f"({(c['compile_s']['median'] / t['compile_s']['median'] - 1) * 100:+.1f}%)"
             )
         ]
+        if t.get("import_s") and c.get("import_s"):
+            a, b = t["import_s"]["median"], c["import_s"]["median"]
+            parts.append(f"import torch, torch._dynamo {a:.2f} s -> {b:.2f} s")
         if t["compile_cpu_s"] and c["compile_cpu_s"]:
             a, b = t["compile_cpu_s"]["median"], c["compile_cpu_s"]["median"]
             parts.append(f"CPU {a:.2f} s -> {b:.2f} s ({(b / a - 1) * 100:+.1f}%)")
