@@ -99,6 +99,7 @@ def test_compile_counts_in_report() -> None:
     from cpytree.harness.studies import compile_bench, compile_count
 
     phases = dict.fromkeys(compile_count.PHASES, 0)
+    assert "import watch" not in phases
     torch_phases = dict(phases, **{"import torch": 5_000_000_000, "dynamo": 3_000_000_000})
     cpytree_phases = dict(torch_phases, **{"cpytree install": 40_000_000, "dynamo": 2_900_000_000})
     counts = [

@@ -42,7 +42,6 @@ PHASES = (
     "startup",
     "import torch",
     "cpytree install",
-    "import watch",
     "import dynamo",
     "dynamo layer",
     "model",
@@ -68,7 +67,8 @@ def _dump_number(path: Path) -> int:
 
 def count(model: str, mode: str, backend: str = "inductor") -> dict[str, Any]:
     """{"total": instructions, "phases": {phase: instructions}, "graphs", "graph_breaks",
-    "installed", "torch_version"} of one whole first compile of `model` in `mode`."""
+    "installed", "torch_version", "import_watch_calls"} of one whole first compile of
+    `model` in `mode`."""
     with tempfile.TemporaryDirectory(prefix="cpytree-count-") as tmp:
         out = Path(tmp) / "cg.out"
         events = Path(tmp) / "events.json"

@@ -31,7 +31,6 @@ Phases (the innermost open one owns the instructions):
 * cpytree install  cpytree's entry point at `import torch` (`import cpytree`,
                    install()), or in modes "cpytree"/"cpytree-attrs" the
                    explicit `import cpytree; cpytree.install()` after it
-* import watch     cpytree's `sys.meta_path` finders (every import they see)
 * dynamo layer     cpytree's Dynamo hooks applied when torch._dynamo loads
                    (its modules imported, Dynamo's tables filled)
 * import dynamo    `import torch._dynamo` (torch.compile's first step)
@@ -103,7 +102,7 @@ def _wrap_autoload() -> None:
 
     `_cpytree_autoload` imports only os and sys; torch's entry-point loading
     imports it and reads its `autoload`, which is then this wrapper. Its
-    ImportWatcher class gets the "import watch" phase once cpytree is loaded.
+    calls of its import watchers are counted once cpytree is loaded.
     """
     if importlib.util.find_spec("_cpytree_autoload") is None:
         return
@@ -122,12 +121,25 @@ def _wrap_autoload() -> None:
     _cpytree_autoload.autoload = autoload  # type: ignore[assignment]
 
 
+_watch_calls = [0]
+
+
 def _wrap_import_watch() -> None:
+    """Count the calls of cpytree's import watchers (`sys.meta_path` finders:
+    one call per import while one waits); their instructions stay in the
+    phase of the import (a dump per call made the run several times slower).
+    The Dynamo hooks' callback runs inside "dynamo layer"."""
     watch = sys.modules.get("cpytree._torch._import_watch")
     if watch is None:
         return
     cls = watch.ImportWatcher
-    cls.find_spec = timed("import watch", cls.find_spec)  # type: ignore[method-assign]
+    find_spec = cls.find_spec
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _watch_calls[0] += 1
+        return find_spec(self, *args, **kwargs)
+
+    cls.find_spec = counted  # type: ignore[method-assign]
     for finder in sys.meta_path:  # the Dynamo hooks' callback: a bound method, held
         if isinstance(finder, cls):
             finder._callback = timed("dynamo layer", finder._callback)
@@ -215,6 +227,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         "owners": [*_owners, _stack[-1]],  # the last: the dump at exit
         "torch_version": torch.__version__,
         "installed": bool(installed),
+        "import_watch_calls": _watch_calls[0],
         "graph_breaks": int(sum(counters["graph_break"].values())),
         "graphs": int(counters["stats"].get("unique_graphs", 0)),
     }
