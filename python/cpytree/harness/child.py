@@ -34,6 +34,11 @@ def child_env(mode: str | None = None) -> dict[str, str]:
     point) is off (CPYTREE_INSTALL=0) except in mode "autoload", where the
     child gets the user's default: no CPYTREE_INSTALL, torch's entry-point
     loading on, and the entry point visible (`_entry_point_path`).
+
+    PYTHONDONTWRITEBYTECODE is dropped: with it, every child compiles the
+    source of each cpytree module it imports (tens of milliseconds that a
+    pip-installed cpytree, whose bytecode pip writes, never pays), and the
+    modes would differ by that. The first child writes the bytecode.
     """
     pkg_parent = str(Path(__file__).resolve().parent.parent.parent)
     parts = [pkg_parent] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -44,6 +49,7 @@ def child_env(mode: str | None = None) -> dict[str, str]:
         CPYTREE_INSTALL="0",
         PYTHONHASHSEED="0",
     )
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if mode == "autoload":
         del env["CPYTREE_INSTALL"]
         env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)

@@ -17,7 +17,10 @@ default `harness-report/`: report.md, results.json, PNG plots):
   function (the callable returns it and its example inputs): compile time,
   Dynamo's bytecodes and guards, graph breaks, outputs, the compiled call's
   time and the pytree time of the compile by calling torch subsystem (no
-  zoo, suite or runtime section);
+  zoo, suite or runtime section); `--compile-counts` adds the
+  instructions of one whole process per mode (callgrind, by phase: import,
+  cpytree's install and Dynamo layer, Dynamo, AOTAutograd, Inductor;
+  `compile_count`), a column and a table of the report;
 * `--compile` with `--compile-modes torch,cpytree-attrs,cpytree` and/or
   `--backward`: the same study comparing install() with and without the
   rebinding of torch modules' import-time names, timing the first call
@@ -47,6 +50,8 @@ Usage:
     cpytree-harness --tree mypkg.models:make_model
     cpytree-harness --compile --models mlp,nested-io --compile-reps 3
     cpytree-harness --compile --model path/to/mymodel.py:make --quick
+    cpytree-harness --compile --models pytree-blocks --compile-modes torch,autoload \
+        --no-dynamo --no-runtime --compile-reps 7 --compile-counts
     cpytree-harness --compile --models block --compile-backend aot_eager --backward \
         --compile-modes torch,cpytree-attrs,cpytree --compile-reps 7 --no-dynamo --no-runtime
     cpytree-harness --compile --warm --compile-backend aot_eager --compile-reps 7
@@ -157,6 +162,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--backward", action="store_true", help="--compile: time the first call and its backward"
+    )
+    p.add_argument(
+        "--compile-counts",
+        action="store_true",
+        help="--compile: also count the instructions of one whole process per model and mode "
+        "(callgrind, by phase: import, cpytree's install, Dynamo, AOTAutograd, Inductor; "
+        "minutes per run)",
     )
     p.add_argument(
         "--warm",
@@ -327,6 +339,7 @@ def _run_compile(args: argparse.Namespace, meta: dict[str, Any], t0: float) -> i
                 progress=not args.no_progress,
                 modes=modes,
                 backward=args.backward,
+                counts=args.compile_counts,
             )
             meta["settings"] = study["settings"]
             print(terminal, flush=True)

@@ -3,7 +3,10 @@
 For each workload, two trees are built (the tree and its separately built
 twin); each backend's answer is checked against torch semantics once (its
 leaves, in order), and each op is staged and called once before it is timed:
-a failure becomes an `ERR` entry with the message, never an abort.
+a failure becomes an `ERR` entry with the message (`RecErr` for a
+RecursionError), never an abort. Workloads deeper than
+`deep_probe.PROBE_DEPTH` are tried in a child process first (`deep_probe`):
+a backend that fails there is not called here.
 
 Usage:
 
@@ -17,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .backends import Backend, Operands
+from .deep_probe import PROBE_DEPTH, probe, short as _short
 from .results import OpResults
 from .timing import Cell
 from .workloads import Workload, expected_leaves
@@ -24,8 +28,22 @@ from .workloads import Workload, expected_leaves
 __all__ = ["plan_ops", "torch_leaves"]
 
 
-def _short(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+def _probed(w: Workload, b: Backend, ops: list[str]) -> dict[str, str] | None:
+    """The child's verdicts for a workload too deep to try in this process, else None."""
+    if w.depth <= PROBE_DEPTH:
+        return None
+    return probe(b.name, w.name, [op for op in ops if op in b.ops])
+
+
+def _expected(expected: Callable[[Any], list[Any]], tree: Any) -> list[Any]:
+    """The oracle's leaves; torch's own pytree raises RecursionError on deep
+    trees, and then the harness's iterative model of torch semantics answers."""
+    if expected is expected_leaves:
+        return expected_leaves(tree)
+    try:
+        return expected(tree)
+    except RecursionError:
+        return expected_leaves(tree)
 
 
 def _differs(backend: Backend, tree: Any, expected: list[Any]) -> str:
@@ -60,12 +78,16 @@ def plan_ops(
     errors: dict[tuple[str, str, str], str] = {}
     for w in workloads:
         tree, twin = w.build(), w.build()
-        want = expected(tree)
+        want = _expected(expected, tree)
         for b in backends:
             if not b.supports(w)[0]:
                 continue
+            verdicts = _probed(w, b, ops)
             try:
-                diff = _differs(b, tree, want)
+                if verdicts is not None and verdicts["leaves()"]:
+                    diff = f"leaves failed: {verdicts['leaves()']}"
+                else:
+                    diff = _differs(b, tree, want)
             except Exception as exc:  # noqa: BLE001 - reported in the table
                 diff = f"leaves failed: {_short(exc)}"
             if diff:
@@ -73,6 +95,9 @@ def plan_ops(
             operands = Operands(tree, twin)
             for op in ops:
                 if op not in b.ops:
+                    continue
+                if verdicts is not None and verdicts[op]:
+                    errors[(w.name, b.name, op)] = verdicts[op]
                     continue
                 try:
                     fn, args, kwargs = b.stage(op, operands)

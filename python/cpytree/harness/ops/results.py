@@ -59,13 +59,15 @@ class OpResults:
         return self._by_key.get((workload, backend, op))
 
     def entry(self, workload: Workload, backend: str, op: str) -> Cell | str:
-        """The timed cell, or why there is none: "ERR", "n/a" (the backend has
-        no such op) or "skip" (the backend cannot run the workload)."""
+        """The timed cell, or why there is none: "RecErr" (it raised
+        RecursionError: too deep for it), "ERR" (another error), "n/a" (the
+        backend has no such op) or "skip" (the backend cannot run the workload)."""
         cell = self._by_key.get((workload.name, backend, op))
         if cell is not None:
             return cell
-        if (workload.name, backend, op) in self.errors:
-            return "ERR"
+        error = self.errors.get((workload.name, backend, op))
+        if error is not None:
+            return "RecErr" if error.startswith("RecursionError") else "ERR"
         b = self._backends[backend]
         if op not in b.ops:
             return "n/a"

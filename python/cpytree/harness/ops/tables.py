@@ -7,7 +7,7 @@ time / cpytree's time, so above 1 means cpytree is faster. Markers: `*` the
 backend's answer differs from torch semantics (timed anyway), `~` the
 backend has no exact equivalent and runs its nearest spelling (listed under
 the tables), `n/a` no equivalent at all, `skip` it cannot run the workload,
-`ERR` it raised.
+`ERR` it raised, `RecErr` it raised RecursionError (too deep for it).
 
 Usage:
 
@@ -188,7 +188,7 @@ def _grouped_differs(res: OpResults) -> list[str]:
 
 
 def markdown_notes(res: OpResults) -> str:
-    """What `*`, `~`, `ERR` and `n/a` stand for in this run."""
+    """What `*`, `~`, `ERR`, `RecErr` and `n/a` stand for in this run."""
     lines = []
     if res.differs:
         lines.append("`*` answer differs from torch semantics (timed anyway):\n")
@@ -208,9 +208,18 @@ def markdown_notes(res: OpResults) -> str:
             "`skip` the backend cannot run the workload (floor: list/tuple/dict only; "
             f"dm-tree: no custom nodes): {', '.join(skipped)}\n"
         )
-    if res.errors:
+    deep = {k: e for k, e in res.errors.items() if e.startswith("RecursionError")}
+    if deep:
+        lines.append("`RecErr` the backend raised RecursionError (too deep for it; not timed):\n")
+        by: dict[tuple[str, str], list[str]] = {}
+        for (w, b, op), _ in deep.items():
+            by.setdefault((b, w), []).append(op)
+        lines += [f"- {b} on {w}: {', '.join(ops)}" for (b, w), ops in by.items()]
+        lines.append("")
+    other = {k: e for k, e in res.errors.items() if k not in deep}
+    if other:
         lines.append("`ERR` the backend raised (not timed):\n")
-        lines += [f"- {b} {op} on {w}: {e}" for (w, b, op), e in res.errors.items()]
+        lines += [f"- {b} {op} on {w}: {e}" for (w, b, op), e in other.items()]
         lines.append("")
     return "\n".join(lines)
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "CHAIN_DEPTHS",
+    "CHAIN_KINDS",
     "CUSTOM_NODES",
     "NAMEDTUPLES",
     "Containers",
@@ -38,6 +40,7 @@ __all__ = [
     "ModuleNode",
     "Tensors",
     "Workload",
+    "chain",
     "count_nodes",
     "default_workloads",
     "expected_leaves",
@@ -153,6 +156,9 @@ class Workload:
     nodes: int
     description: str
     custom_nodes: tuple[type, ...] = ()
+    # Nesting depth, when deep enough to matter (the harness probes
+    # workloads deeper than Python's recursion limit in a child first).
+    depth: int = 0
 
 
 # ---------------------------------------------------------------------------
@@ -390,6 +396,43 @@ def _deep(depth: int = 200) -> Any:
     return tree
 
 
+# The deep family: one kind of node nested `depth` deep, one leaf at the
+# bottom (the leaf is a `Leaf`: None is a node to jax and optree).
+CHAIN_KINDS = ("list", "tuple", "dict", "custom")
+CHAIN_DEPTHS = (200, 2000)
+
+
+def chain(kind: str, depth: int) -> Any:
+    """A chain of `depth` nodes of one `kind` of CHAIN_KINDS, each the only
+    child of its parent, around one leaf: `[[...[leaf]...]]` for "list"."""
+    tree: Any = Leaf("bottom")
+    for _ in range(depth):
+        if kind == "list":
+            tree = [tree]
+        elif kind == "tuple":
+            tree = (tree,)
+        elif kind == "dict":
+            tree = {"next": tree}
+        elif kind == "custom":
+            tree = ModuleNode(("next",), (tree,))
+        else:
+            raise ValueError(f"unknown chain kind {kind!r}; known: {', '.join(CHAIN_KINDS)}")
+    return tree
+
+
+def _chain_workload(kind: str, depth: int) -> Workload:
+    what = "registered custom node (ModuleNode)" if kind == "custom" else kind
+    return Workload(
+        name=f"chain-{kind}-{depth}",
+        build=lambda: chain(kind, depth),
+        builtin_only=kind != "custom",
+        nodes=depth + 1,
+        description=f"{depth} nested one-child {what} nodes around one leaf",
+        custom_nodes=(ModuleNode,) if kind == "custom" else (),
+        depth=depth,
+    )
+
+
 def _module_workload(model: str, label: str, nodes: int, style: str) -> Workload:
     build_model = _MODELS[model]
     suffix = {"optree": "", "builtin": "-builtin", "registered": "-registered"}[style]
@@ -439,8 +482,9 @@ def default_workloads() -> list[Workload]:
         ),
         Workload("flat-list-1000", _flat_list, True, 1001, "flat list of 1,000 arguments"),
         Workload("tiny-call", _tiny_call, True, 6, "one call: ((a, b), {'x': c})"),
-        Workload("deep-200", _deep, True, 401, "200 nested list/tuple/dict levels"),
+        Workload("deep-200", _deep, True, 401, "200 nested list/tuple/dict levels", depth=200),
     ]
+    out += [_chain_workload(kind, depth) for depth in CHAIN_DEPTHS for kind in CHAIN_KINDS]
     return out
 
 

@@ -57,6 +57,8 @@ MODELS = {
 EXTRA_MODELS = {
     "block": "pre-norm transformer block (LayerNorm, 4-head attention, GELU MLP), input (2, 5, 32)",
     "stack": "six such blocks, input (2, 5, 32)",
+    "pytree-blocks": "six blocks, each flattening and unflattening a dict of five tensors "
+    "in forward, input dict of (2, 16)",
 }
 _TIMEOUT_S = 900
 
@@ -118,8 +120,12 @@ def _stat(values: list[float]) -> dict[str, float] | None:
 
 
 def _summarize(
-    runs: list[dict[str, Any]], models: list[str], modes: Sequence[str] = MODES
+    runs: list[dict[str, Any]],
+    models: list[str],
+    modes: Sequence[str] = MODES,
+    counts: Sequence[dict[str, Any]] = (),
 ) -> list[dict[str, Any]]:
+    counted_of = {(c["model"], c["mode"]): c for c in counts}
     rows = []
     for m in models:
         digests = {r["digest"] for r in runs if r["model"] == m and "digest" in r}
@@ -142,6 +148,7 @@ def _summarize(
                 "profiled_runs": len(prof),
                 "compile_s": _stat([r["compile_s"] for r in plain]),
                 "compile_cpu_s": _stat([r["compile_cpu_s"] for r in plain]),
+                "import_s": _stat([r["import_s"] for r in plain if "import_s" in r]),
                 "install_ms": 1e3 * statistics.median(r["install_s"] for r in plain)
                 if plain
                 else None,
@@ -172,7 +179,14 @@ def _summarize(
                 else None,
                 "top_pytree": prof[0]["top"][:6] if prof else [],
                 "subsystems_ms": _subsystems_ms(prof),
-                "errors": errors,
+                "instructions": counted_of.get((m, mode), {}).get("total"),
+                "instructions_by_phase": counted_of.get((m, mode), {}).get("phases"),
+                "errors": errors
+                + (
+                    [counted_of[(m, mode)]["error"]]
+                    if "error" in counted_of.get((m, mode), {})
+                    else []
+                ),
             }
             rows.append(row)
     return rows
@@ -220,6 +234,7 @@ _COLUMNS = (
     "CPU s",
     "pytree ms (share)",
     "pytree calls",
+    "instructions G",
     "graph breaks",
     "graphs",
     "= eager",
@@ -227,6 +242,44 @@ _COLUMNS = (
     "call us",
     "eager call us",
 )
+
+
+def _instructions(row: dict[str, Any], base: dict[str, Any] | None) -> str:
+    """Instructions of the whole process (callgrind), in billions, and the change."""
+    n = row.get("instructions")
+    if n is None:
+        return "-"
+    text = f"{n / 1e9:.3f}"
+    b = base.get("instructions") if base is not None and base is not row else None
+    if b:
+        text += f" ({(n / b - 1) * 100:+.2f}%)"
+    return text
+
+
+def count_lines(summary: list[dict[str, Any]]) -> list[str]:
+    """Per model: each phase's instructions (millions) in each mode, and the change."""
+    out: list[str] = []
+    for m in dict.fromkeys(r["model"] for r in summary):
+        rows = [r for r in summary if r["model"] == m and r.get("instructions_by_phase")]
+        if not rows:
+            continue
+        out.append(
+            f"{m}: instructions of the whole process by phase (callgrind, millions; "
+            + " | ".join(r["mode"] for r in rows)
+            + (" | change)" if len(rows) > 1 else ")")
+        )
+        base = rows[0]["instructions_by_phase"]
+        for phase in base:
+            vals = [r["instructions_by_phase"][phase] for r in rows]
+            if not any(vals):
+                continue
+            cells = " | ".join(f"{v / 1e6:,.1f}" for v in vals)
+            change = f" | {(vals[-1] - vals[0]) / 1e6:+,.1f}" if len(vals) > 1 else ""
+            out.append(f"  {phase:<16} {cells}{change}")
+        totals = [r["instructions"] for r in rows]
+        change = f" | {(totals[-1] - totals[0]) / 1e6:+,.1f}" if len(totals) > 1 else ""
+        out.append(f"  {'total':<16} " + " | ".join(f"{v / 1e6:,.1f}" for v in totals) + change)
+    return out
 
 
 def _table_rows(summary: list[dict[str, Any]]) -> list[list[str]]:
@@ -245,6 +298,7 @@ def _table_rows(summary: list[dict[str, Any]]) -> list[list[str]]:
                 _spread(r["compile_cpu_s"], ".2f") + _change(r, base, "compile_cpu_s"),
                 _f(r["pytree_ms"], ".1f") + share,
                 _f(r["pytree_calls"], "d"),
+                _instructions(r, base),
                 _f(r["graph_breaks"], "d"),
                 _f(r["graphs"], "d"),
                 "yes" if r["allclose_to_eager"] else "NO",
@@ -277,6 +331,9 @@ def _headline(summary: list[dict[str, Any]]) -> list[str]:
                 f"({(c['compile_s']['median'] / t['compile_s']['median'] - 1) * 100:+.1f}%)"
             )
         ]
+        if t.get("import_s") and c.get("import_s"):
+            a, b = t["import_s"]["median"], c["import_s"]["median"]
+            parts.append(f"import torch, torch._dynamo {a:.2f} s -> {b:.2f} s")
         if t["compile_cpu_s"] and c["compile_cpu_s"]:
             a, b = t["compile_cpu_s"]["median"], c["compile_cpu_s"]["median"]
             parts.append(f"CPU {a:.2f} s -> {b:.2f} s ({(b / a - 1) * 100:+.1f}%)")
@@ -313,6 +370,9 @@ def _terminal(study: dict[str, Any]) -> str:
     split = subsystem_lines(study["summary"])
     if split:
         lines += ["", "pytree time during the compile by calling subsystem (profiled):", *split]
+    counted = count_lines(study["summary"])
+    if counted:
+        lines += ["", *counted]
     for r in study["summary"]:
         for e in r["errors"]:
             lines.append(f"ERROR {r['model']} {r['mode']}: {e}")
@@ -371,6 +431,19 @@ def _markdown(study: dict[str, Any]) -> str:
     ]
     if phases:
         md += ["", "Compile phases (Dynamo's timers, medians):", "", *phases]
+    counted = count_lines(study["summary"])
+    if counted:
+        md += [
+            "",
+            "*instructions G*: instructions of one whole process (start-up, `import torch`, "
+            "building the model, the first compiled call, exit), counted by callgrind "
+            "(`compile_count`), one run per mode after the warm-up; the C++ compiler "
+            "processes are not in it. By phase:",
+            "",
+            "```",
+            *counted,
+            "```",
+        ]
     tops = [r for r in study["summary"] if r["top_pytree"]]
     if tops:
         md += ["", "Where the pytree time goes (profiled, self time):", ""]
@@ -402,6 +475,32 @@ def _markdown(study: dict[str, Any]) -> str:
     return "\n".join(md)
 
 
+def _counts(
+    models: list[str], modes: Sequence[str], backend: str, progress: bool
+) -> list[dict[str, Any]]:
+    """One callgrind run per model and mode (after the timed runs: caches warm)."""
+    from . import compile_count
+
+    if not compile_count.available():
+        raise Unavailable("--compile-counts: valgrind is not installed")
+    out: list[dict[str, Any]] = []
+    bar = ProgressBar(
+        len(models) * len(modes), label="callgrind", enabled=None if progress else False
+    )
+    try:
+        for m in models:
+            for mode in modes:
+                bar.label = f"callgrind {m} {mode}"
+                try:
+                    out.append(compile_count.count(m, mode, backend))
+                except ChildFailed as exc:
+                    out.append({"model": m, "mode": mode, "error": f"callgrind: {exc}"})
+                bar.advance()
+    finally:
+        bar.close()
+    return out
+
+
 def run(
     models: Sequence[str] | None = None,
     reps: int | None = None,
@@ -410,14 +509,19 @@ def run(
     progress: bool = True,
     modes: Sequence[str] = MODES,
     backward: bool = False,
+    counts: bool = False,
 ) -> tuple[dict[str, Any], str, str]:
     """Run the study; returns (results for results.json, terminal text, Markdown).
 
+    `counts`: also count the instructions of one whole process per model and
+    mode under callgrind (`compile_count`; minutes per run; forward only).
     `modes`: of `COMPILE_MODES`, the first is the base of the comparisons;
     `backward`: time the first call and the backward() of its outputs' sum."""
     check_available()
     names = list(models) if models else list(MODELS)
     check_names(names, modes)
+    if counts and backward:
+        raise Unavailable("--compile-counts counts the forward compile only (no --backward)")
     reps = reps if reps is not None else (1 if quick else 3)
     profile_reps = 1 if quick or reps < 3 else 2
     warmup = not quick
@@ -433,6 +537,7 @@ def run(
             bar.advance()
     finally:
         bar.close()
+    counted = _counts(names, modes, backend, progress) if counts else []
     torch_version = next((r.get("torch_version") for r in runs if r.get("torch_version")), None)
     study = {
         "backend": backend,
@@ -449,6 +554,7 @@ def run(
             },
         },
         "runs": runs,
-        "summary": _summarize(runs, names, modes),
+        "counts": counted,
+        "summary": _summarize(runs, names, modes, counted),
     }
     return study, _terminal(study), _markdown(study)

@@ -17,6 +17,10 @@ batch norm on running statistics) so outputs are deterministic.
 * block        a pre-norm transformer block (LayerNorm, 4-head
                nn.MultiheadAttention, GELU MLP; d 32); input (2, 5, 32)
 * stack        six such blocks; input (2, 5, 32)
+* pytree-blocks six blocks whose forward flattens a dict of five tensors
+               (torch.utils._pytree.tree_flatten) and unflattens the
+               updated leaves; input (2, 16): the model of issue 40, a
+               user's forward with pytree calls in it
 
 `block` and `stack` are not in the default `--compile` set: they are the
 models of the install() variants study (`--compile-modes`, `--backward`,
@@ -149,7 +153,40 @@ class Stack(nn.Module):
         return x
 
 
+class PytreeBlock(nn.Module):
+    """Updates a dict of five tensors through one flatten and one unflatten."""
+
+    KEYS = ("q", "k", "v", "gate", "bias")
+
+    def __init__(self, d: int = 16) -> None:
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        # Looked up at call time: after cpytree.install() these are cpytree's.
+        leaves, spec = pytree.tree_flatten(state)
+        mixed = torch.tanh(self.proj(leaves[0] + leaves[1]))
+        new = [mixed * (i + 1) + leaf for i, leaf in enumerate(leaves)]
+        out: dict[str, torch.Tensor] = pytree.tree_unflatten(new, spec)
+        return out
+
+
+class PytreeBlocks(nn.Module):
+    """`n` PytreeBlocks in a row; takes and returns the dict of five tensors."""
+
+    def __init__(self, n: int = 6) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(PytreeBlock() for _ in range(n))
+
+    def forward(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        for block in self.blocks:
+            state = block(state)
+        return state
+
+
 def _inputs(name: str) -> tuple[Any, ...]:
+    if name == "pytree-blocks":
+        return ({k: torch.randn(2, 16) for k in PytreeBlock.KEYS},)
     if name == "mlp":
         return (torch.randn(2, 16),)
     if name == "resnet":
@@ -181,10 +218,12 @@ def _model(name: str) -> nn.Module:
         return Block()
     if name == "stack":
         return Stack()
+    if name == "pytree-blocks":
+        return PytreeBlocks()
     raise KeyError(f"unknown model {name!r}; known: {', '.join(NAMES)}")
 
 
-NAMES = ("mlp", "resnet", "transformer", "nested-io", "block", "stack")
+NAMES = ("mlp", "resnet", "transformer", "nested-io", "block", "stack", "pytree-blocks")
 
 
 def build(name: str, seed: int = 0) -> tuple[nn.Module, tuple[Any, ...]]:
