@@ -128,6 +128,54 @@ class SpecFlattener {
   }
 
  private:
+  // The one item of `node` (borrowed) when it is an exact list or tuple of
+  // size 1 for a list or tuple spec node of arity 1, else null. Free-threaded
+  // builds: tuples only (a list's item is read under its lock, VisitList).
+  static PyObject* OneItemOf(const Node& s, PyObject* node) {
+    PyTypeObject* t = Py_TYPE(node);
+    if (s.kind == NodeKind::kTuple && t == &PyTuple_Type && PyTuple_GET_SIZE(node) == 1) {
+      return PyTuple_GET_ITEM(node, 0);
+    }
+#if !CPYTREE_FREE_THREADED
+    if (s.kind == NodeKind::kList && t == &PyList_Type && PyList_GET_SIZE(node) == 1) {
+      return PyList_GET_ITEM(node, 0);
+    }
+#endif
+    return nullptr;
+  }
+
+  // Whether spec node s (at i) has one child, not a leaf (the chain's start;
+  // a leaf child takes the leaf-items path).
+  bool OneContainerChild(const Node& s, std::int64_t i) const {
+    return s.arity == 1 && v_.nodes[i - 1].kind != NodeKind::kLeaf;
+  }
+
+  // A chain of one-item lists or tuples (`t = [t]` nested), from spec node i
+  // whose node's one item (OneItemOf) is `item`: walked in a loop, not a
+  // call per level (both modes check only the exact type and size there).
+  // No user code runs in the loop, so each item stays held by its parent;
+  // the node where the chain ends is held, then visited as usual. The depth
+  // limit is checked at every level, as Visit would.
+  CPYTREE_NOINLINE bool VisitChain(std::int64_t i, PyObject* item, int depth) {
+    const int top = depth;
+    PyObject* node;
+    do {
+      node = item;
+      --i;  // the one child of a post-order node is the node before it
+      ++depth;
+      if (v_.nodes[i].arity != 1) break;
+      item = OneItemOf(v_.nodes[i], node);
+      if (item != nullptr && limit_.Exceeded(depth)) {
+        RaiseDepthError("pytree flatten against a spec", limit_.Reached(depth));
+        return false;
+      }
+    } while (item != nullptr);
+    Ref held = Ref::Borrow(node);
+    if (Visit(i, node, depth)) return true;
+    for (int d = 1; d <= depth - top; ++d) err_.AddParent(v_.nodes[i + d].kind, 0, nullptr);
+    return false;
+  }
+
   // Visits the children of spec node i held in held_[base:], then drops them.
   bool VisitHeld(std::int64_t i, std::size_t base, int depth) {
     const Node& s = v_.nodes[i];
@@ -208,6 +256,9 @@ class SpecFlattener {
   bool VisitTuple(std::int64_t i, PyObject* tuple, int depth) {
     const Node& s = v_.nodes[i];
     if (PyTuple_GET_SIZE(tuple) != s.arity) return Arity(s, PyTuple_GET_SIZE(tuple));
+    if (s.kind == NodeKind::kTuple && OneContainerChild(s, i)) {
+      return VisitChain(i, PyTuple_GET_ITEM(tuple, 0), depth);
+    }
     if (AllChildrenLeaves(s)) return VisitLeafItems<false>(i, tuple, depth);
     std::size_t ibase = PushChildren(i);
     for (std::uint32_t k = 0; k < s.arity; ++k) {
@@ -243,6 +294,7 @@ class SpecFlattener {
     return VisitHeld(i, base, depth);
 #else
     if (PyList_GET_SIZE(list) != s.arity) return Arity(s, PyList_GET_SIZE(list));
+    if (OneContainerChild(s, i)) return VisitChain(i, PyList_GET_ITEM(list, 0), depth);
     if (AllChildrenLeaves(s)) return VisitLeafItems<true>(i, list, depth);
     std::size_t ibase = PushChildren(i);
     for (std::uint32_t k = 0; k < s.arity; ++k) {
@@ -796,6 +848,10 @@ bool FlattenUpTo(SpecView v, PyObject* tree, std::vector<PyObject*>* out) {
 
 PyObject* SpecFlatten(PyObject* spec, PyObject* tree) {
   return FlattenAgainst<Walk::kStrict>(spec, tree, nullptr);
+}
+
+PyObject* SpecFlattenUpTo(PyObject* spec, PyObject* tree) {
+  return FlattenAgainst<Walk::kUpTo>(spec, tree, nullptr);
 }
 
 PyObject* PyTreeFlattenSpec(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {

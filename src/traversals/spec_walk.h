@@ -19,6 +19,9 @@ bool FlattenUpTo(SpecView v, PyObject* tree, std::vector<PyObject*>* out);
 // TreeSpec.flatten(tree): the leaves of a tree whose structure must equal spec.
 PyObject* SpecFlatten(PyObject* spec, PyObject* tree);
 
+// TreeSpec.flatten_up_to(tree): the subtrees of tree at spec's leaves, a list.
+PyObject* SpecFlattenUpTo(PyObject* spec, PyObject* tree);
+
 CPYTREE_FASTCALL(PyTreeFlattenSpec);  // tree_flatten_spec(pytree, spec, registry=None)
 
 }  // namespace cpytree
