@@ -182,7 +182,7 @@ class SpecFlattener {
     std::size_t ibase = PushChildren(i);
     PyObject* const* items = v_.items + s.ctx;
     for (std::size_t k = 0; k < s.arity; ++k) {
-      if (!Visit(ChildAt(ibase, s.arity, k), held_[base + k], depth + 1)) {
+      if (!Visit(ChildAt(i, ibase, k), held_[base + k], depth + 1)) {
         err_.AddParent(s.kind, static_cast<Py_ssize_t>(k), KeyOf(s, items, k));
         return false;
       }
@@ -192,16 +192,23 @@ class SpecFlattener {
     return true;
   }
 
-  // Pushes the child indices of spec node i, first child first, on idx_ (a
-  // stack shared by all levels: no allocation per node). Returns the base.
-  // Stored last child first (push_back, no zero-fill): child k of the node
-  // is at idx_[ibase + arity - 1 - k], see ChildAt.
+  // Pushes the child indices of spec node i on idx_ (a stack shared by all
+  // levels: no allocation per node) when it has more than two children;
+  // ChildAt computes those of one or two children (most nodes) directly.
+  // Returns the base. Stored last child first (push_back, no zero-fill):
+  // child k of the node is at idx_[ibase + arity - 1 - k], see ChildAt.
   std::size_t PushChildren(std::int64_t i) {
     std::size_t ibase = idx_.size();
+    if (v_.nodes[i].arity <= 2) return ibase;
     internal::ForEachChildReversed(v_.nodes, i, [&](std::int64_t c) { idx_.push_back(c); });
     return ibase;
   }
-  std::int64_t ChildAt(std::size_t ibase, std::uint32_t arity, std::uint32_t k) const {
+  // Child k of spec node i, whose children PushChildren pushed at ibase.
+  std::int64_t ChildAt(std::int64_t i, std::size_t ibase, std::uint32_t k) const {
+    std::uint32_t arity = v_.nodes[i].arity;
+    if (arity <= 2) {  // post-order: the last child is node i - 1
+      return k + 1 == arity ? i - 1 : i - 1 - v_.nodes[i - 1].num_nodes;
+    }
     return idx_[ibase + arity - 1 - k];
   }
 
@@ -263,7 +270,7 @@ class SpecFlattener {
     std::size_t ibase = PushChildren(i);
     for (std::uint32_t k = 0; k < s.arity; ++k) {
       // A tuple is immutable and held by its parent: no per-child reference.
-      if (!VisitChild(i, k, ChildAt(ibase, s.arity, k), PyTuple_GET_ITEM(tuple, k), depth))
+      if (!VisitChild(i, k, ChildAt(i, ibase, k), PyTuple_GET_ITEM(tuple, k), depth))
         return false;
     }
     idx_.resize(ibase);
@@ -301,7 +308,7 @@ class SpecFlattener {
       // User code below (custom flatten) may shrink the list: re-check.
       if (k >= PyList_GET_SIZE(list)) return Arity(s, PyList_GET_SIZE(list));
       Ref child = Ref::Borrow(PyList_GET_ITEM(list, k));
-      if (!VisitChild(i, k, ChildAt(ibase, s.arity, k), child.get(), depth)) return false;
+      if (!VisitChild(i, k, ChildAt(i, ibase, k), child.get(), depth)) return false;
     }
     idx_.resize(ibase);
     return true;
@@ -347,7 +354,7 @@ class SpecFlattener {
         if (eq == 0) return Fail(DictKeysMismatchMessage(expected, s.arity, dict));
       }
       // By index: the stacks may grow (and move) inside the visit.
-      if (!VisitChild(i, k, ChildAt(ibase, s.arity, k), held_[base + k], depth)) return false;
+      if (!VisitChild(i, k, ChildAt(i, ibase, k), held_[base + k], depth)) return false;
     }
     idx_.resize(ibase);
     ReleaseFrom(&held_, base);
@@ -399,7 +406,7 @@ class SpecFlattener {
         if (eq == 0) return Fail(DictKeysMismatchMessage(expected, s.arity, dict));
       }
       Ref child = Ref::Borrow(value);
-      if (!VisitChild(i, k, ChildAt(ibase, s.arity, k), child.get(), depth)) return false;
+      if (!VisitChild(i, k, ChildAt(i, ibase, k), child.get(), depth)) return false;
     }
     idx_.resize(ibase);
     return true;
