@@ -260,7 +260,7 @@ class SpecFlattener {
     return true;
   }
 
-  bool VisitTuple(std::int64_t i, PyObject* tuple, int depth) {
+  __attribute__((always_inline)) bool VisitTuple(std::int64_t i, PyObject* tuple, int depth) {
     const Node& s = v_.nodes[i];
     if (PyTuple_GET_SIZE(tuple) != s.arity) return Arity(s, PyTuple_GET_SIZE(tuple));
     if (s.kind == NodeKind::kTuple && OneContainerChild(s, i)) {
