@@ -77,8 +77,12 @@ CONTROL_OPS = ("ref_flatten", "ref_leaves", "py_copy", "py_call")
 
 # Issue 40's cells: workload/op as the harness names them, plus the chain of
 # one-element lists (`spec.flatten_up_to`, no harness workload of its own).
-PEER_CELLS = ("deep-200/flatten-spec", "chain-200/flatten-up-to", "deep-200/flatten-paths",
-              "state-dict-resnet50/loads")
+PEER_CELLS = (
+    "deep-200/flatten-spec",
+    "chain-200/flatten-up-to",
+    "deep-200/flatten-paths",
+    "state-dict-resnet50/loads",
+)
 PEER_BACKENDS = ("cpytree", "optree", "jax", "torch")
 
 
@@ -96,8 +100,7 @@ def peer_child(cells: list[str], backend_names: list[str], n1: int, n2: int) -> 
     import json
     from collections import deque
 
-    from cpytree.harness.ops import backends as hb
-    from cpytree.harness.ops import timing
+    from cpytree.harness.ops import backends as hb, timing
     from cpytree.harness.ops.workloads import get_workloads
 
     found = {b.name: b for b in hb.discover(backend_names) if b.available}
@@ -130,8 +133,9 @@ def peer_child(cells: list[str], backend_names: list[str], n1: int, n2: int) -> 
     print(json.dumps(order))
 
 
-def peers(python: str, cells: list[str], backend_names: list[str], n1: int, n2: int,
-          env: dict) -> dict:
+def peers(
+    python: str, cells: list[str], backend_names: list[str], n1: int, n2: int, env: dict
+) -> dict:
     """{(cell, backend): instructions per call} from one callgrind run."""
     import glob
     import json
@@ -139,12 +143,25 @@ def peers(python: str, cells: list[str], backend_names: list[str], n1: int, n2: 
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "cg.out")
         r = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-             "--collect-atstart=no", "--toggle-collect=consume_iterator",
-             "--dump-after=consume_iterator",
-             python, os.path.abspath(__file__), "--peer-child", ",".join(cells),
-             ",".join(backend_names), str(n1), str(n2)],
-            check=True, capture_output=True, text=True, env=env,
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={out}",
+                "--collect-atstart=no",
+                "--toggle-collect=consume_iterator",
+                "--dump-after=consume_iterator",
+                python,
+                os.path.abspath(__file__),
+                "--peer-child",
+                ",".join(cells),
+                ",".join(backend_names),
+                str(n1),
+                str(n2),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
         )
         order = json.loads(r.stdout.strip().splitlines()[-1])
         dumps = sorted(
@@ -157,11 +174,9 @@ def peers(python: str, cells: list[str], backend_names: list[str], n1: int, n2: 
                 m = re.search(r"^totals:\s+(\d+)", fh.read(), re.M)
             counts.append(int(m.group(1)) if m else 0)
     # Any consume_iterator run before ours (imports) dumps first: ours are last.
-    counts = counts[len(counts) - 2 * len(order):]
+    counts = counts[len(counts) - 2 * len(order) :]
     assert len(counts) == 2 * len(order), (len(counts), len(order))
-    return {
-        tuple(k): (counts[2 * i + 1] - counts[2 * i]) / (n2 - n1) for i, k in enumerate(order)
-    }
+    return {tuple(k): (counts[2 * i + 1] - counts[2 * i]) / (n2 - n1) for i, k in enumerate(order)}
 
 
 def print_peers(result: dict, cells: list[str], backend_names: list[str]) -> None:
@@ -171,13 +186,14 @@ def print_peers(result: dict, cells: list[str], backend_names: list[str]) -> Non
         base = result.get((cell, "cpytree"))
         ratios = [
             f"{b} {v / base:.2f}x"
-            for b, v in zip(backend_names, row)
+            for b, v in zip(backend_names, row, strict=True)
             if v is not None and base and b != "cpytree"
         ]
         print(
             f"{cell:30}"
             + "".join(f"{v:>12,.0f}" if v is not None else f"{'n/a':>12}" for v in row)
-            + "   " + ", ".join(ratios),
+            + "   "
+            + ", ".join(ratios),
             flush=True,
         )
 
