@@ -83,7 +83,9 @@ class SpecFlattener {
       // Exact builtins of the spec's kind walk the container directly (both
       // modes check the same things there).
       PyTypeObject* t = Py_TYPE(node);
-      if (s.kind == NodeKind::kTuple && t == &PyTuple_Type) return VisitTuple(i, node, depth);
+      if (s.kind == NodeKind::kTuple && t == &PyTuple_Type) {
+        return kStrict ? VisitTupleInline(i, node, depth) : VisitTuple(i, node, depth);
+      }
       if (s.kind == NodeKind::kNamedTuple &&
           reinterpret_cast<PyObject*>(t) == v_.items[s.ctx]) {  // the spec's very class
         return VisitTuple(i, node, depth);
@@ -260,7 +262,15 @@ class SpecFlattener {
     return true;
   }
 
-  __attribute__((always_inline)) bool VisitTuple(std::int64_t i, PyObject* tuple, int depth) {
+  // Out of line for up-to mode; strict mode inlines its body into Visit
+  // (VisitTupleInline): one C frame per tuple level on deep trees (returns
+  // past the CPU's return-address stack mispredict), while up-to mode keeps
+  // Visit small enough for the output's push_back to stay inline.
+  bool VisitTuple(std::int64_t i, PyObject* tuple, int depth) {
+    return VisitTupleInline(i, tuple, depth);
+  }
+  __attribute__((always_inline)) bool VisitTupleInline(std::int64_t i, PyObject* tuple,
+                                                       int depth) {
     const Node& s = v_.nodes[i];
     if (PyTuple_GET_SIZE(tuple) != s.arity) return Arity(s, PyTuple_GET_SIZE(tuple));
     if (s.kind == NodeKind::kTuple && OneContainerChild(s, i)) {
