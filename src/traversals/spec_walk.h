@@ -1,6 +1,6 @@
 // Walking a tree against a known spec (strict, up-to and fx modes; see
-// spec_walk.cc): the leaves, or the subtrees at the spec's leaves, in one
-// pass, building no spec.
+// spec_walk.cc and spec_walk_fx.cc): the leaves, or the subtrees at the
+// spec's leaves, in one pass, building no spec.
 //
 //   PyObject* leaves = SpecFlatten(spec, tree);  // TreeSpec.flatten(tree)
 #ifndef CPYTREE_SRC_SPEC_WALK_H_
