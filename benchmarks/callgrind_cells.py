@@ -3,6 +3,7 @@
     python benchmarks/callgrind_cells.py [--cells dict200/flatten,...] [--python PY]
     (controls: --cells dict200/ref_leaves,dict200/py_copy, see CONTROL_OPS)
     python benchmarks/callgrind_cells.py --peers [--backends cpytree,optree,jax,torch]
+    python benchmarks/callgrind_cells.py [--peers] --baseline SITE   (before/after)
 
 Runs each cell twice under `valgrind --tool=callgrind` (N1 and N2 calls after
 a warm-up) and prints (Ir(N2) - Ir(N1)) / (N2 - N1): the instructions one
@@ -16,11 +17,18 @@ the harness itself (cpytree.harness.ops.backends: the same function and
 arguments its table times, called by its own timing loop), all backends in
 one callgrind run (one process, one import of each). Collection is on only
 inside `consume_iterator` (CPython's `deque(it, maxlen=0)`, which runs each
-timed loop) and each loop's instructions are dumped apart; a cell is
+timed loop; `deque_init` on builds that inline it, loop_function) and each
+loop's instructions are dumped apart; a cell is
 (Ir(N2 calls) - Ir(N1 calls)) / (N2 - N1), the loop's fixed cost cancelled.
 A backend without the op (optree/jax have no loads, torch no flatten-spec
 of its own on a chain) shows "n/a"; ratios are the peer's count over
 cpytree's (above 1: cpytree executes fewer instructions).
+
+--baseline SITE: every cell also with another build of cpytree, the one
+importable from SITE (a folder holding `cpytree/` with its `_C` and a
+`sitecustomize.py` that drops the editable install's finder, as
+scripts/sanitize_site.sh lays one out), printed as before/after columns:
+e.g. main's build against this checkout's, on any --python.
 """
 
 from __future__ import annotations
@@ -140,6 +148,8 @@ def peers(
     import glob
     import json
 
+    loop = loop_function(python)
+
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "cg.out")
         r = subprocess.run(
@@ -148,8 +158,8 @@ def peers(
                 "--tool=callgrind",
                 f"--callgrind-out-file={out}",
                 "--collect-atstart=no",
-                "--toggle-collect=consume_iterator",
-                "--dump-after=consume_iterator",
+                f"--toggle-collect={loop}",
+                f"--dump-after={loop}",
                 python,
                 os.path.abspath(__file__),
                 "--peer-child",
@@ -179,18 +189,49 @@ def peers(
     return {tuple(k): (counts[2 * i + 1] - counts[2 * i]) / (n2 - n1) for i, k in enumerate(order)}
 
 
-def print_peers(result: dict, cells: list[str], backend_names: list[str]) -> None:
-    print(f"{'cell':30}" + "".join(f"{b:>12}" for b in backend_names) + "   peer/cpytree")
+def loop_function(python: str) -> str:
+    """The C function of CPython that runs `deque(it, maxlen=0)`'s loop:
+    consume_iterator, or where a build inlined it (3.13t) deque_init, which
+    calls it (no timed op here makes a deque of its own)."""
+    probe = (
+        "import os, sys, sysconfig; print(sys.executable); "
+        "print(os.path.join(sysconfig.get_config_var('LIBDIR') or '', "
+        "sysconfig.get_config_var('LDLIBRARY') or ''))"
+    )
+    paths = subprocess.run([python, "-c", probe], check=True, capture_output=True, text=True)
+    for path in paths.stdout.split():
+        if os.path.isfile(path):
+            nm = subprocess.run(["nm", path], capture_output=True, text=True)
+            if re.search(r" consume_iterator$", nm.stdout, re.M):
+                return "consume_iterator"
+    return "deque_init"
+
+
+def print_peers(
+    result: dict, cells: list[str], backend_names: list[str], before: dict | None = None
+) -> None:
+    head = f"{'cell':30}" + (f"{'before':>12}" if before is not None else "")
+    print(head + "".join(f"{b:>12}" for b in backend_names) + "   peer/cpytree")
     for cell in cells:
         row = [result.get((cell, b)) for b in backend_names]
+        old = before.get((cell, "cpytree")) if before is not None else None
         base = result.get((cell, "cpytree"))
         ratios = [
             f"{b} {v / base:.2f}x"
             for b, v in zip(backend_names, row, strict=True)
             if v is not None and base and b != "cpytree"
         ]
+        if before is not None and old is not None and base:
+            ratios.insert(0, f"after/before {base / old:.3f}")
         print(
             f"{cell:30}"
+            + (
+                f"{old:>12,.0f}"
+                if old is not None
+                else f"{'n/a':>12}"
+                if before is not None
+                else ""
+            )
             + "".join(f"{v:>12,.0f}" if v is not None else f"{'n/a':>12}" for v in row)
             + "   "
             + ", ".join(ratios),
@@ -262,23 +303,43 @@ def main() -> int:
     ap.add_argument("--n2", type=int, default=300)
     ap.add_argument("--peers", action="store_true", help="issue 40's cells against the peers")
     ap.add_argument("--backends", default=",".join(PEER_BACKENDS))
+    ap.add_argument("--baseline", metavar="SITE", help="also the cpytree importable from SITE")
     a = ap.parse_args()
     env = dict(os.environ)
     # A fixed seed: str hashes decide the dicts' probe sequences, which moved
     # the counts by ~1% between runs.
     env.setdefault("PYTHONHASHSEED", "0")
+    base_env = None
+    if a.baseline:
+        site = os.path.abspath(a.baseline)
+        base_env = dict(
+            env, PYTHONPATH=os.pathsep.join(filter(None, [site, env.get("PYTHONPATH")]))
+        )
     if a.peers:
         # torch's own pytree, not cpytree installed into it at `import torch`.
         env.setdefault("CPYTREE_INSTALL", "0")
         cells = list(PEER_CELLS) if a.cells == ",".join(DEFAULT_CELLS) else a.cells.split(",")
         names = a.backends.split(",")
-        print_peers(peers(a.python, cells, names, a.n1, a.n2, env), cells, names)
+        before = None
+        if base_env is not None:
+            base_env.setdefault("CPYTREE_INSTALL", "0")
+            before = peers(a.python, cells, ["cpytree"], a.n1, a.n2, base_env)
+        print_peers(peers(a.python, cells, names, a.n1, a.n2, env), cells, names, before)
         return 0
+    if base_env is not None:
+        print(f"{'cell':28} {'before':>12} {'after':>12}  after/before (instructions/call)")
     for cell in a.cells.split(","):
-        i1 = instructions(a.python, cell, a.n1, env)
-        i2 = instructions(a.python, cell, a.n2, env)
-        print(f"{cell:28} {(i2 - i1) / (a.n2 - a.n1):>12,.0f} instructions/call", flush=True)
+        after = per_call(a.python, cell, a.n1, a.n2, env)
+        if base_env is None:
+            print(f"{cell:28} {after:>12,.0f} instructions/call", flush=True)
+            continue
+        before = per_call(a.python, cell, a.n1, a.n2, base_env)
+        print(f"{cell:28} {before:>12,.0f} {after:>12,.0f}  {after / before:.3f}", flush=True)
     return 0
+
+
+def per_call(python: str, cell: str, n1: int, n2: int, env: dict) -> float:
+    return (instructions(python, cell, n2, env) - instructions(python, cell, n1, env)) / (n2 - n1)
 
 
 if __name__ == "__main__":
