@@ -123,9 +123,7 @@ PyObject* MethodUnflatten(PyObject* self, PyObject* leaves) {
 
 PyObject* MethodFlatten(PyObject* self, PyObject* tree) { return SpecFlatten(self, tree); }
 
-PyObject* MethodFlattenUpTo(PyObject* self, PyObject* tree) {
-  return SpecFlattenUpTo(self, tree);
-}
+PyObject* MethodFlattenUpTo(PyObject* self, PyObject* tree) { return SpecFlattenUpTo(self, tree); }
 
 // (type, context, children) of the root, as torch's constructor takes them.
 PyObject* ConstructorArgs(PyObject* self) {
