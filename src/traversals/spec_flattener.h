@@ -176,9 +176,8 @@ class SpecFlattener {
     const Node& s = v_.nodes[i];
     std::size_t ibase = PushChildren(i);
     PyObject* const* items = v_.items + s.ctx;
-    const std::uint32_t arity = s.arity;
-    for (std::uint32_t k = 0; k < arity; ++k) {
-      if (!Visit(ChildAt(i, ibase, k, arity), held_[base + k], depth + 1)) {
+    for (std::size_t k = 0; k < s.arity; ++k) {
+      if (!Visit(ChildAt(i, ibase, k), held_[base + k], depth + 1)) {
         err_.AddParent(s.kind, static_cast<Py_ssize_t>(k), KeyOf(s, items, k));
         return false;
       }
@@ -201,14 +200,7 @@ class SpecFlattener {
   }
   // Child k of spec node i, whose children PushChildren pushed at ibase.
   std::int64_t ChildAt(std::int64_t i, std::size_t ibase, std::uint32_t k) const {
-    return ChildAt(i, ibase, k, v_.nodes[i].arity);
-  }
-  // The same with node i's arity read once by the caller's loop: the
-  // compiler cannot tell the visits leave the spec's nodes unchanged, and
-  // the re-read and branch per child cost the wide nodes ~1% (dict200 and
-  // resnet flatten_up_to).
-  std::int64_t ChildAt(std::int64_t i, std::size_t ibase, std::uint32_t k,
-                       std::uint32_t arity) const {
+    std::uint32_t arity = v_.nodes[i].arity;
     if (arity <= 2) {  // post-order: the last child is node i - 1
       return k + 1 == arity ? i - 1 : i - 1 - v_.nodes[i - 1].num_nodes;
     }
@@ -273,12 +265,10 @@ class SpecFlattener {
   __attribute__((always_inline)) bool VisitTupleInline(std::int64_t i, PyObject* tuple, int depth) {
     const Node& s = v_.nodes[i];
     if (PyTuple_GET_SIZE(tuple) != s.arity) return Arity(s, PyTuple_GET_SIZE(tuple));
-    // Leaf children first: a chain check before it cost dict200's
-    // flatten_up_to ~1% (a few instructions per list of leaves).
-    if (AllChildrenLeaves(s)) return VisitLeafItems<false>(i, tuple, depth);
     if (s.kind == NodeKind::kTuple && OneContainerChild(s, i)) {
       return VisitChain(i, PyTuple_GET_ITEM(tuple, 0), depth);
     }
+    if (AllChildrenLeaves(s)) return VisitLeafItems<false>(i, tuple, depth);
     std::size_t ibase = PushChildren(i);
     for (std::uint32_t k = 0; k < s.arity; ++k) {
       // A tuple is immutable and held by its parent: no per-child reference.
@@ -312,8 +302,8 @@ class SpecFlattener {
     return VisitHeld(i, base, depth);
 #else
     if (PyList_GET_SIZE(list) != s.arity) return Arity(s, PyList_GET_SIZE(list));
-    if (AllChildrenLeaves(s)) return VisitLeafItems<true>(i, list, depth);
     if (OneContainerChild(s, i)) return VisitChain(i, PyList_GET_ITEM(list, 0), depth);
+    if (AllChildrenLeaves(s)) return VisitLeafItems<true>(i, list, depth);
     std::size_t ibase = PushChildren(i);
     for (std::uint32_t k = 0; k < s.arity; ++k) {
       // User code below (custom flatten) may shrink the list: re-check.
@@ -405,8 +395,7 @@ class SpecFlattener {
     std::size_t ibase = PushChildren(i);
     Py_ssize_t pos = 0;
     PyObject *key, *value;
-    const std::uint32_t arity = s.arity;
-    for (std::uint32_t k = 0; k < arity; ++k) {
+    for (std::uint32_t k = 0; k < s.arity; ++k) {
       // User code below may have changed the dict: then it is a mismatch.
       if (!PyDict_Next(dict, &pos, &key, &value) || PyDict_GET_SIZE(dict) != s.arity) {
         return Arity(s, PyDict_GET_SIZE(dict));
@@ -418,7 +407,7 @@ class SpecFlattener {
         if (eq == 0) return Fail(DictKeysMismatchMessage(expected, s.arity, dict));
       }
       Ref child = Ref::Borrow(value);
-      if (!VisitChild(i, k, ChildAt(i, ibase, k, arity), child.get(), depth)) return false;
+      if (!VisitChild(i, k, ChildAt(i, ibase, k), child.get(), depth)) return false;
     }
     idx_.resize(ibase);
     return true;
