@@ -123,21 +123,7 @@ PyObject* MethodUnflatten(PyObject* self, PyObject* leaves) {
 
 PyObject* MethodFlatten(PyObject* self, PyObject* tree) { return SpecFlatten(self, tree); }
 
-PyObject* MethodFlattenUpTo(PyObject* self, PyObject* tree) {
-  std::vector<PyObject*> out;
-  bool ok = FlattenUpTo(ViewOf(AsSpec(self)), tree, &out);
-  if (!ok) {
-    for (PyObject* o : out) Py_DECREF(o);
-    return nullptr;
-  }
-  PyObject* list = PyList_New(static_cast<Py_ssize_t>(out.size()));
-  if (list == nullptr) {
-    for (PyObject* o : out) Py_DECREF(o);
-    return nullptr;
-  }
-  for (std::size_t i = 0; i < out.size(); ++i) PyList_SET_ITEM(list, i, out[i]);
-  return list;
-}
+PyObject* MethodFlattenUpTo(PyObject* self, PyObject* tree) { return SpecFlattenUpTo(self, tree); }
 
 // (type, context, children) of the root, as torch's constructor takes them.
 PyObject* ConstructorArgs(PyObject* self) {

@@ -1,5 +1,6 @@
-// treespec_loads in C++: simdjson parses the text into a DOM, one iterative
-// walk decodes the nodes in pre-order (the order torch calls
+// treespec_loads in C++. The common shapes are read without a DOM first
+// (deserialize_plain.h); otherwise simdjson parses the text into a DOM, one
+// iterative walk decodes the nodes in pre-order (the order torch calls
 // from_dumpable_context in) and appends them to a TraversalArena in post-order,
 // and the result is interned like any flattened spec.
 //
@@ -29,6 +30,7 @@
 #include "ground/intern.h"
 #include "ground/registry.h"
 #include "ground/spec_object.h"
+#include "spec_model/deserialize_plain.h"
 #include "spec_model/serialize.h"
 #include "spec_model/spec_model.h"
 
@@ -467,10 +469,18 @@ Outcome LoadsNative(PyObject* text, PyObject** result) {
     PyErr_Clear();
     return Outcome::kFallback;
   }
+  std::string_view whole(utf8, static_cast<std::size_t>(size));
+  switch (LoadsPlain(whole, result)) {  // the common shapes, without a DOM
+    case PlainLoad::kOk:
+      return Outcome::kOk;
+    case PlainLoad::kError:
+      return Outcome::kError;
+    case PlainLoad::kDeclined:
+      break;
+  }
   ScratchParsers parsers;
   dom::element root;
-  if (!ParseLikeJsonLoads(&parsers->doc, std::string_view(utf8, static_cast<std::size_t>(size)),
-                          &root)) {
+  if (!ParseLikeJsonLoads(&parsers->doc, whole, &root)) {
     return Outcome::kFallback;
   }
   dom::array top;

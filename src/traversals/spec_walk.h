@@ -1,6 +1,6 @@
 // Walking a tree against a known spec (strict, up-to and fx modes; see
-// spec_walk.cc): the leaves, or the subtrees at the spec's leaves, in one
-// pass, building no spec.
+// spec_walk.cc and spec_walk_fx.cc): the leaves, or the subtrees at the
+// spec's leaves, in one pass, building no spec.
 //
 //   PyObject* leaves = SpecFlatten(spec, tree);  // TreeSpec.flatten(tree)
 #ifndef CPYTREE_SRC_SPEC_WALK_H_
@@ -18,6 +18,9 @@ bool FlattenUpTo(SpecView v, PyObject* tree, std::vector<PyObject*>* out);
 
 // TreeSpec.flatten(tree): the leaves of a tree whose structure must equal spec.
 PyObject* SpecFlatten(PyObject* spec, PyObject* tree);
+
+// TreeSpec.flatten_up_to(tree): the subtrees of tree at spec's leaves, a list.
+PyObject* SpecFlattenUpTo(PyObject* spec, PyObject* tree);
 
 CPYTREE_FASTCALL(PyTreeFlattenSpec);  // tree_flatten_spec(pytree, spec, registry=None)
 

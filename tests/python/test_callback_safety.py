@@ -146,7 +146,7 @@ CASES = {
         kc.extend([P()] + [(cpytree.SequenceKey(i), 1) for i in range(19)])
         attempt(lambda: cpytree.tree_flatten_with_path(N()))
     """,
-    # spec_walk.cc FxShortChildren: visiting a child clears the list the
+    # spec_walk_fx.cc FxShortChildren: visiting a child clears the list the
     # fx flatten function returned (the child was borrowed from it).
     "fx_short_children_list_cleared": """
         class N:

@@ -36,6 +36,28 @@ MISMATCHES = [
         "Node arity mismatch; expected 2, but got 3.",
         "[0]['a']",
     ),
+    # Chains of one-item lists and tuples (walked in a loop by the engine).
+    (
+        "one-item-chain-arity",
+        [[([[1]],)]],
+        [[([[1, 2]],)]],
+        "Node arity mismatch; expected 1, but got 2.",
+        "[0][0][0][0]",
+    ),
+    (
+        "one-item-chain-type",
+        ([[[(1,)]]],),
+        ([[([1],)]],),
+        "Node type mismatch; expected <class 'list'>, but got <class 'tuple'>.",
+        "[0][0][0]",
+    ),
+    (
+        "one-item-chain-leaf-where-node",
+        [[[[[None]]]]],
+        [[[None]]],
+        "Node type mismatch; expected <class 'list'>, but got <class 'NoneType'>.",
+        "[0][0][0]",
+    ),
     (
         "list-vs-tuple",
         [1, [2]],

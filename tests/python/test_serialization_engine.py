@@ -18,6 +18,7 @@ src/spec_model/deserialize.cc) against torch 2.13 and the pure-Python reference.
 
 from __future__ import annotations
 
+import collections
 import json
 from typing import Any, NamedTuple
 
@@ -310,3 +311,113 @@ def test_dumps_falls_back_for_other_spec_classes_and_protocols() -> None:
         cpytree.treespec_dumps(cpytree.tree_structure(tree), 2)
     with pytest.raises(TypeError, match="Expected `treespec`"):
         cpytree.treespec_dumps(json.dumps(tree))
+
+
+_LEAF = '{"type": null, "context": null, "children_spec": []}'
+
+
+def _dict_text(context: str, children: int, kind: str = "builtins.dict") -> str:
+    kids = ", ".join([_LEAF] * children)
+    return f'[1, {{"type": "{kind}", "context": {context}, "children_spec": [{kids}]}}]'
+
+
+# Texts at the edges of the plain reader (src/spec_model/deserialize_plain.cc,
+# tried before the DOM): what it takes and what it must leave to the general
+# path. Either way the outcome is the reference's.
+PLAIN_EDGE_TEXTS = [
+    _dict_text('"[\\"a\\", \\"b\\"]"', 2),
+    _dict_text('"[\\"a\\", \\"b\\"]"', 2, "collections.OrderedDict"),
+    _dict_text('"[\\"a\\",\\"b\\"]"', 2),
+    _dict_text('"[ \\"a\\" ,  \\"b\\" ]"', 2),
+    _dict_text('"[]"', 0),
+    _dict_text('"[\\"\\"]"', 1),
+    _dict_text('"[\\"a\\", \\"b\\"]"', 1),  # fewer children than keys
+    _dict_text('"[\\"a\\"]"', 2),  # more children than keys
+    _dict_text('"[\\"a\\", \\"a\\"]"', 2),  # a repeated key
+    _dict_text('"[\\"a\\\\\\"b\\"]"', 1),  # an escaped quote inside a key
+    _dict_text('"[\\"\\\\u00e9\\"]"', 1),  # a \\u escape inside a key
+    _dict_text('"[\\"\\u00e9\\"]"', 1),  # a non-ASCII key
+    _dict_text('"[1, 2]"', 2),  # int keys
+    # Keys past 8 bytes (read 8 at a time) with a byte to stop at in each
+    # position: an escaped quote, a backslash, non-ASCII, DEL, a control.
+    *(
+        _dict_text(json.dumps(json.dumps(["abcdefghijklmnop"[:i] + c + "qrstuvwxyz"])), 1)
+        for c in ('"', "\\", "\u00e9", "\x7f", "\x01")
+        for i in (0, 3, 7, 8, 9, 15, 16)
+    ),
+    _dict_text(json.dumps(json.dumps(["a" * 8, "b" * 16, "c" * 23])), 3),
+    _dict_text('"[\\"a\\"]]"', 1),
+    _dict_text('"[\\"a\\"\\n]"', 1),
+    _dict_text('"null"', 0),
+    _dict_text("null", 0),
+    _dict_text('"[\\"a\\"]"', 1, "builtins.list"),
+    _dict_text('"null"', 2, "builtins.tuple"),
+    _dict_text("null", 2, "builtins.tuple"),
+    _dict_text('" null"', 1, "builtins.list"),
+    _dict_text('"3"', 1, "collections.deque"),
+    _dict_text('"tests.serialization_engine.Pair"', 2, "collections.namedtuple"),
+    _dict_text('"null"', 1, "NO_SERIALIZED_TYPE_NAME_FOUND"),
+    _dict_text('"null"', 1, "no.such.Type"),
+    '[1,{"type":"builtins.list","context":"null","children_spec":[{"type":null,'
+    '"context":null,"children_spec":[]},{"type":null,"context":null,"children_spec":[]}]}]',
+    '\n[ 1 ,\t{ "type" : "builtins.list" , "context" : "null" , "children_spec" : [ '
+    + _LEAF
+    + " ,\r\n"
+    + _LEAF
+    + " ] } ]\n",
+    f"[1, {_LEAF}]",
+    '[1,{"type":null,"context":null,"children_spec":[]}]',
+    '[1, {"type": null, "context": null, "children_spec": [' + _LEAF + "]}]",
+    '[1, {"type": null, "context": "null", "children_spec": []}]',
+    '[1, {"context": "null", "type": "builtins.list", "children_spec": []}]',
+    '[1, {"type": "builtins.list", "context": "null", "children_spec": [], "type": "x"}]',
+    '[1, {"type": "builtins.list", "context": "null", "children_spec": [' + _LEAF + ",]}]",
+    '[1, {"type": "builtins.list", "context": "null", "children_spec": [,' + _LEAF + "]}]",
+    '[1, {"type": "builtins.list", "context": "null", "children_spec": []}] x',
+    '[1, {"type": "builtins.list", "context": "null", "children_spec": []}',
+    '[1, {"type": "builtins.list", "context": "null", "children_spec": []}, 2]',
+    '[10, {"type": "builtins.list", "context": "null", "children_spec": []}]',
+    '[1e0, {"type": "builtins.list", "context": "null", "children_spec": []}]',
+    '[1, {"type": "builtins.\\u006cist", "context": "null", "children_spec": []}]',
+    '[1, {"type": "builtins.list", "context": "null", "children_spec": ['
+    + _dict_text('"[\\"k\\"]"', 1)[4:-1]
+    + ", "
+    + _dict_text('"null"', 2, "builtins.tuple")[4:-1]
+    + "]}]",
+]
+
+
+@pytest.mark.parametrize(
+    "text", PLAIN_EDGE_TEXTS, ids=[f"plain{i}" for i in range(len(PLAIN_EDGE_TEXTS))]
+)
+def test_plain_reader_edges_match_reference(text: str) -> None:
+    ours = _outcome(engine_loads, text)
+    theirs = _outcome(ref.treespec_loads.__wrapped__, text)
+    assert _same(ours, theirs), (ours, theirs)
+    if ours[0] == "ok":  # the same structure: the interned spec of that tree
+        assert ours[1] is cpytree.treespec_loads(ref.treespec_dumps(theirs[1]))
+
+
+_plain_keys = st.text(alphabet=st.characters(min_codepoint=0x1F, max_codepoint=0x80), max_size=20)
+_plain_trees = st.recursive(
+    st.none() | st.integers(),
+    lambda c: st.one_of(
+        st.lists(c, max_size=3),
+        st.lists(c, max_size=3).map(tuple),
+        st.dictionaries(_plain_keys, c, max_size=3),
+        st.dictionaries(_plain_keys, c, max_size=3).map(collections.OrderedDict),
+    ),
+    max_leaves=12,
+)
+
+
+@given(tree=_plain_trees)
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+def test_plain_trees_load_to_their_interned_spec(tree: Any) -> None:
+    # Lists, tuples and dicts of keys of printable ASCII (the plain reader's
+    # shapes) and of the bytes just outside it, 0x1F and 0x80, and `"` or
+    # `\`, which are escaped and left to the DOM.
+    spec = cpytree.tree_structure(tree)
+    text = cpytree.treespec_dumps(spec)
+    assert engine_loads(text) is spec
+    assert _same(("ok", engine_loads(text)), ("ok", ref.treespec_loads.__wrapped__(text)))

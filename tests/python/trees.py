@@ -246,6 +246,18 @@ def _deep_list(L, depth: int):
     return tree
 
 
+def _one_item_chain(L, depth: int):
+    """One-item lists and tuples nested ``depth`` levels (twice, broken by a
+    two-item list), ending in a dict and with a one-item chain to a leaf in it."""
+    tree = {"x": L(), "y": (L(), [[(L(),)]])}
+    for half in range(2):
+        for i in range(depth // 2):
+            tree = [tree] if i % 2 else (tree,)
+        if half == 0:
+            tree = [tree, L()]
+    return tree
+
+
 def _shared_subtree(L):
     sub = [L(), L()]
     L(sub[0])
@@ -388,6 +400,7 @@ CASES: list[TreeCase] = [
     TreeCase("flat-dict-300", lambda L: {f"k{i}": L() for i in range(300)}),
     TreeCase("deep-mixed-60", lambda L: _deep_mixed(L, 60)),
     TreeCase("deep-list-100", lambda L: _deep_list(L, 100)),
+    TreeCase("one-item-chain-80", lambda L: _one_item_chain(L, 80)),
     TreeCase(
         "everything",
         lambda L: {
