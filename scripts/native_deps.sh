@@ -97,6 +97,11 @@ MAP
   rm "$t"/probe.* "$t/libgcc_s.c"
   rm -rf "$R" && mv "$t" "$R"
 }
+# Two builds of one prefix at once (two checkouts with different build locks)
+# would share $PREFIX.tmp: one waits for the other here, then finds it made.
+mkdir -p "$(dirname "$PREFIX")"
+exec 9> "$PREFIX.lock"
+flock 9
 if [ -f "$PREFIX/cpytree-deps.cmake" ]; then
   wrappers "$PREFIX/bin"; runtime "$PREFIX"; echo "$PREFIX"; exit 0
 fi
