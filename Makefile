@@ -115,8 +115,9 @@ test: test-cpp test-python
 # complete), and scripts/cross_compile.sh (every translation unit of the
 # engine and the header library compiled with zig for aarch64-macos,
 # x86_64-macos and x86_64-windows-gnu against CPython's headers, -Werror,
-# under BUILD_LOCK; ninja recompiles only what changed: about 1 s warm, about
-# 55 s of compiling cold on 2 cores). The set-up installs clang-format and
+# under BUILD_LOCK; ninja recompiles only what changed: about 1.3 s warm;
+# cold, 81 objects, 115 s of CPU: 235 s wall measured on the shared 2 cores).
+# The set-up installs clang-format and
 # clang-tidy from Debian.
 LINTBUILD := build/lint
 lint:
