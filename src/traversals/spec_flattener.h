@@ -3,8 +3,7 @@
 // only by those two files, each of which instantiates its own modes.
 //
 //   ScratchArena b;
-//   bool ok = internal_spec_walk::WalkInto<Walk::kStrict>(view, tree, nullptr,
-//                                                        &b->leaves, b.get());
+//   bool ok = WalkInto<Walk::kStrict>(view, tree, nullptr, &b->leaves, b.get());
 #ifndef CPYTREE_SRC_TRAVERSALS_SPEC_FLATTENER_H_
 #define CPYTREE_SRC_TRAVERSALS_SPEC_FLATTENER_H_
 
@@ -21,7 +20,10 @@
 #include "traversals/flatten.h"
 
 namespace cpytree {
-namespace internal_spec_walk {
+// Unnamed, as when the walk was one file: each including file gets its own
+// copy with internal linkage, and so the inliner's choices of that file (a
+// named namespace cost deep-200 flatten-spec 53.2k -> 56.8k instructions).
+namespace {
 
 enum class Walk { kStrict, kUpTo, kFx };
 
@@ -503,7 +505,7 @@ bool WalkInto(SpecView v, PyObject* tree, PyObject* registry, std::vector<PyObje
   return ok;
 }
 
-}  // namespace internal_spec_walk
+}  // namespace
 }  // namespace cpytree
 
 #endif  // CPYTREE_SRC_TRAVERSALS_SPEC_FLATTENER_H_

@@ -21,7 +21,7 @@
 #include "traversals/spec_flattener.h"
 
 namespace cpytree {
-namespace internal_spec_walk {
+namespace {
 
 // Strict: the node must be of the spec's kind, arity and context. kHeld
 // with the children held, else kFailed.
@@ -231,12 +231,9 @@ inline bool SpecFlattener<kMode>::KeySetChildren(const Node& s, PyObject* const*
   return true;
 }
 
-}  // namespace internal_spec_walk
+}  // namespace
 
 namespace {
-
-using internal_spec_walk::Walk;
-using internal_spec_walk::WalkInto;
 
 // The leaves of a flat list or tuple against a spec that is one exact list
 // (or tuple) of leaves, built straight into the result list; null with no

@@ -9,7 +9,7 @@
 #include "traversals/spec_walk.h"
 
 namespace cpytree {
-namespace internal_spec_walk {
+namespace {
 
 // fx rules. kHandled when the subtree was handled whole (its leaves
 // appended).
@@ -106,7 +106,7 @@ inline Children SpecFlattener<kMode>::FxShortChildren(std::int64_t i, PyObject* 
   return Children::kHandled;
 }
 
-}  // namespace internal_spec_walk
+}  // namespace
 
 PyObject* PyTreeFlattenSpec(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const kNames[] = {"pytree", "spec", "registry"};
@@ -120,8 +120,8 @@ PyObject* PyTreeFlattenSpec(PyObject*, PyObject* const* args, Py_ssize_t nargs, 
   }
   ScratchArena b;
   std::vector<PyObject*>* out = &b->leaves;  // released by ~ScratchArena on error
-  if (!internal_spec_walk::WalkInto<internal_spec_walk::Walk::kFx>(
-          ViewOf(reinterpret_cast<TreeSpecObject*>(spec.get())), a[0], a[2], out, b.get())) {
+  if (!WalkInto<Walk::kFx>(ViewOf(reinterpret_cast<TreeSpecObject*>(spec.get())), a[0], a[2], out,
+                           b.get())) {
     return nullptr;
   }
   return StealIntoList(out);
