@@ -54,7 +54,8 @@ TORCH_VERSIONS ?= 2.13.0 2.14.1 2.15.0
 TORCH_RANGE    ?= 2.10.0 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0
 SID            := scripts/sid_root.sh amd64
 
-.PHONY: wheel wheels wheels-unrun sdist test-pythons test-torch-versions test-torch-range test-aarch64 test-torch-sid
+.PHONY: wheel wheels wheels-unrun sdist test-pythons test-torch-versions test-torch-range test-aarch64 \
+  test-aarch64-torch test-torch-sid
 
 wheel: wheels
 
@@ -118,10 +119,18 @@ test-pythons: setup-system
 # Not in .ci/run (each takes longer than CI allows):
 # test-aarch64: the aarch64 wheel of each of AARCH64_TEST_PYTHONS (default
 #   3.11, 3.13, 3.14, 3.15) cross-built with zig and
-#   tests/python under qemu-aarch64-static with Debian's arm64 CPython
+#   tests/python under qemu-aarch64 (Debian sid's qemu-user 11.1.3, pinned:
+#   scripts/qemu_user.sh, scripts/qemu-user.lock) with Debian's arm64 CPython
 #   (scripts/test_python.sh --arch aarch64: child interpreters run under qemu too; the
 #   one test deselected is listed there with the reason; two pytest
 #   processes; test_leaks at 10,000 iterations; PYTEST_ARGS="<files>").
+# test-aarch64-torch: the cp311 aarch64 wheel with PyPI's aarch64 torch 2.15.0
+#   (requirements-aarch64-torch.txt, wheels in $CPYTREE_CACHE/wheelhouse-aarch64,
+#   site kept in build/torch/2.15.0-aarch64) in bookworm's arm64 CPython 3.11
+#   under qemu: pytest -m torch on the autoload, install/uninstall, Dynamo
+#   features (higher-order operators), parity and export save/load suites,
+#   then benchmarks/dynamo_suite.py --quick (scripts/aarch64_torch.sh says
+#   which tests and why; the two Inductor tests are deselected there).
 # test-torch-sid: torch 2.14.1 (PyPI's CUDA build, run on the CPU) on CPython
 #   3.14 in the sid folder, the torch-facing tests (pytest -m torch, as
 #   scripts/test_python.sh --torch runs them). The wheels are kept in
@@ -133,6 +142,9 @@ test-aarch64: setup-system
 	@for v in $(AARCH64_TEST_PYTHONS); do \
 	  JOBS=$(JOBS) scripts/test_python.sh --arch aarch64 $$v || exit 1; \
 	done
+
+test-aarch64-torch: setup-system
+	@JOBS=$(JOBS) scripts/test_python.sh --arch aarch64 --torch 3.11
 
 test-torch-sid: setup-system
 	@$(SID) >/dev/null && $(SID) run sh -c 'command -v g++ >/dev/null || { apt-get update -q && \

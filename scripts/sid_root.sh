@@ -22,8 +22,9 @@
 # debootstrap's second stage. The folder is debootstrap's first stage (--foreign:
 # the essential packages unpacked) plus every package CPython needs unpacked
 # with dpkg-deb -x (no maintainer scripts: CPython needs none of them). Its
-# interpreter runs through qemu-aarch64-static, copied into the folder and
-# named explicitly: chroot DIR /usr/bin/qemu-aarch64-static /usr/bin/python3.
+# interpreter runs through qemu-aarch64 (sid's qemu-user 11, scripts/qemu_user.sh),
+# named explicitly: scripts/wheel.sh's wrapper runs `qemu-aarch64 -L DIR
+# DIR/usr/bin/python3.X`. The folder holds no qemu of its own.
 set -euo pipefail
 ARCH=${1:-amd64}
 CACHE=${CPYTREE_CACHE:-$HOME/.cache/cpytree}
@@ -92,13 +93,11 @@ if [ "$ARCH" = amd64 ]; then
   umount "$ROOT/proc" "$ROOT/dev"
   ROOT=${ROOT%.tmp}
 else
-  command -v qemu-aarch64-static >/dev/null || apt-get install -y -q qemu-user-static >&2
   echo "sid_root: debootstrap --foreign $SUITE $ARCH from $MIRROR into $ROOT" >&2
   # shellcheck disable=SC2086
   debootstrap --foreign --arch="$ARCH" --variant=minbase --include="$(echo $ARM64_PKGS | tr ' ' ,)" \
     "$SUITE" "$ROOT.tmp" "$MIRROR" >&2
   for deb in "$ROOT.tmp"/var/cache/apt/archives/*.deb; do dpkg-deb -x "$deb" "$ROOT.tmp"; done
-  cp "$(command -v qemu-aarch64-static)" "$ROOT.tmp/usr/bin/"
   mkdir -p "$ROOT.tmp/usr/local/share/ca-certificates"
   cp /etc/ssl/certs/ca-certificates.crt "$ROOT.tmp/etc/ssl/certs/ca-certificates.crt" 2>/dev/null || true
   rm -f "$ROOT.tmp"/var/cache/apt/archives/*.deb

@@ -69,8 +69,18 @@ case $ARCH in
   *) echo "test-python: --arch must be x86_64 or aarch64, not '$ARCH'" >&2; exit 2 ;;
 esac
 
+# --arch aarch64 --torch: install_aarch64_torch, test_aarch64_torch, NO_COMPILER_UNDER_QEMU
+# shellcheck source=scripts/aarch64_torch.sh
+. scripts/aarch64_torch.sh
+
 test_aarch64() {
-PYV=${1:?usage: scripts/test_python.sh --arch aarch64 X.Y}
+TORCH_AARCH64=0
+if [ "${1:-}" = --torch ]; then TORCH_AARCH64=1; shift; fi
+PYV=${1:?usage: scripts/test_python.sh --arch aarch64 [--torch] X.Y}
+if [ "$TORCH_AARCH64" = 1 ] && [ "$PYV" != 3.11 ]; then
+  echo "test-python aarch64 --torch: the pinned torch wheels are cp311 (requirements-aarch64-torch.txt), not $PYV" >&2
+  exit 2
+fi
 CP=cp${PYV/./}
 case $PYV in
   3.10 | 3.12) echo "test-python aarch64: $CP has no arm64 interpreter here: built, not run" >&2; exit 2 ;;
@@ -148,6 +158,10 @@ if [ "${QEMU_EXEC:-1}" != 0 ]; then
   printf 'import sys\nsys.executable = %s\n' "'$(realpath "$root/python")'" > "$extra/sitecustomize.py"
   skip=("${NOT_UNDER_QEMU[@]}")
 fi
+if [ "$TORCH_AARCH64" = 1 ]; then
+  skip+=("${NO_COMPILER_UNDER_QEMU[@]}")
+  torch_site=$(install_aarch64_torch)
+fi
 deselect=()
 for t in "${skip[@]}"; do deselect+=(--deselect "$t"); done
 # Bytecode into a folder of its own (the stdlib's too: the arm64 folder's
@@ -162,6 +176,10 @@ export CPYTREE_LEAK_ITERATIONS=${CPYTREE_LEAK_ITERATIONS:-10000}
 export PYTHONPATH=$extra:$(realpath "$site") CPYTREE_REQUIRE_ENGINE=1 CPYTREE_EMULATED=qemu \
   PYTHONPYCACHEPREFIX=$(realpath -m "$root/pycache")
 pytest=("$root/python" -m pytest -p no:cacheprovider -p pytest_file_counts -rfE "${deselect[@]}")
+if [ "$TORCH_AARCH64" = 1 ]; then
+  test_aarch64_torch
+  exit
+fi
 echo "test-python aarch64: tests/python under qemu-aarch64 ($CP; ${#skip[@]} test functions deselected)"
 SHARDS=${SHARDS:-2}
 if [ "$SHARDS" = 1 ]; then

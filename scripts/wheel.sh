@@ -35,8 +35,8 @@
 # aarch64 (PYTHON: the version X.Y), in build/wheel/<X.Y>-aarch64:
 # 1. Debian's arm64 CPython with its headers (scripts/sid_root.sh arm64: an
 #    unpacked arm64 folder) and a wrapper, build/wheel/<X.Y>-aarch64/python,
-#    that runs it under qemu-aarch64-static (no binfmt_misc here: qemu is
-#    named); scripts/test_python.sh --arch aarch64 runs the tests with it.
+#    that runs it under qemu-aarch64 (Debian sid's qemu-user 11.1.3, pinned:
+#    scripts/qemu_user.sh; no binfmt_misc here: qemu is named); scripts/test_python.sh --arch aarch64 runs the tests with it.
 # 2. CMake configures and builds the extension with cmake/zig-toolchain.cmake;
 #    FindPython asks the arm64 interpreter itself, through that wrapper.
 # 3. The wheel: an x86_64 wheel's pure-Python files with the aarch64
@@ -157,7 +157,8 @@ build_aarch64() {
 PYV=${1:?usage: scripts/wheel.sh --arch aarch64 X.Y}
 CP=cp${PYV/./}
 deps=$(scripts/native_deps.sh aarch64 | tail -1)
-qemu=$(command -v qemu-aarch64-static || { apt-get install -y -q qemu-user-static >&2; command -v qemu-aarch64-static; })
+# sid's qemu-user 11 (pinned, scripts/qemu_user.sh): bookworm's 7.2 crashes in torch.
+qemu=$(scripts/qemu_user.sh | tail -1)
 root=build/wheel/$PYV-aarch64
 mkdir -p "$root"
 # Host build tools (cmake, ninja, wheel, auditwheel, pytest): a venv of any
