@@ -4,6 +4,7 @@
 #
 #   scripts/test_python.sh /path/to/python3.12          # x86_64
 #   scripts/test_python.sh --arch aarch64 3.11          # aarch64 under qemu (3.11, 3.13-3.15)
+#   scripts/test_python.sh --arch aarch64 --torch 3.11  # the torch suites with aarch64 torch 2.15.0
 #   scripts/test_python.sh --torch 2.13.0 2.14.1 2.15.0 # torch releases; TORCH_PYTHON: default python3
 #
 # Builds (or rebuilds incrementally) the manylinux wheel for that interpreter
@@ -273,15 +274,14 @@ echo "test-torch-versions:$summary"
 exit $status
 }
 
-if [ "${1:-}" = --torch ]; then
-  [ "$ARCH" = x86_64 ] || { echo "test-python: --torch runs on x86_64 only" >&2; exit 2; }
-  shift
-  test_torch "$@"
+if [ "$ARCH" = aarch64 ]; then
+  test_aarch64 "$@"  # --torch 3.11: scripts/aarch64_torch.sh
   exit
 fi
 
-if [ "$ARCH" = aarch64 ]; then
-  test_aarch64 "$@"
+if [ "${1:-}" = --torch ]; then
+  shift
+  test_torch "$@"
   exit
 fi
 
