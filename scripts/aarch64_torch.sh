@@ -13,7 +13,9 @@
 #   2. benchmarks/dynamo_suite.py --quick --no-runtime (81 cases, each mode in
 #      a child under qemu), its table in $SHARD_LOGS/dynamo_quick.txt, to set
 #      against x86_64's (the same command in build/torch/2.15.0/venv).
-# AARCH64_TORCH_TESTS=none leaves step 1 out, AARCH64_TORCH_DYNAMO=0 step 2.
+# AARCH64_TORCH_TESTS=none leaves step 1 out, AARCH64_TORCH_DYNAMO=0 step 2;
+# AARCH64_TORCH_DYNAMO_ARGS (default --quick) picks the suite's cases, e.g.
+# "--quick --sizes 10" (the 10-leaf half).
 
 # pip --target for aarch64 takes the one platform tag it is given; the CUDA
 # wheels are tagged manylinux_2_17 to 2_27 (requirements-aarch64-torch.txt).
@@ -103,7 +105,9 @@ test_aarch64_torch() {
   fi
   if [ "${AARCH64_TORCH_DYNAMO:-1}" != 0 ]; then
     local t=$SECONDS
-    "$root/python" benchmarks/dynamo_suite.py --quick --no-runtime | tee "$logs/dynamo_quick.txt" || rc=1
+    # shellcheck disable=SC2086
+    "$root/python" benchmarks/dynamo_suite.py ${AARCH64_TORCH_DYNAMO_ARGS:---quick} --no-runtime \
+      | tee "$logs/dynamo_quick.txt" || rc=1
     echo "test-python aarch64 --torch: dynamo suite --quick $(( SECONDS - t )) s ($logs/dynamo_quick.txt)"
   fi
   exit $rc
