@@ -79,8 +79,12 @@ def enter(phase: str) -> None:
     _mark(lambda: _stack.append(phase))
 
 
+def _pop() -> None:
+    _stack.pop()
+
+
 def leave() -> None:
-    _mark(_stack.pop)
+    _mark(_pop)
 
 
 def timed(phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -118,7 +122,7 @@ def _wrap_autoload() -> None:
             leave()
         _wrap_import_watch()
 
-    _cpytree_autoload.autoload = autoload  # type: ignore[assignment]
+    _cpytree_autoload.autoload = autoload
 
 
 _watch_calls = [0]
@@ -139,7 +143,7 @@ def _wrap_import_watch() -> None:
         _watch_calls[0] += 1
         return find_spec(self, *args, **kwargs)
 
-    cls.find_spec = counted  # type: ignore[method-assign]
+    cls.find_spec = counted
     for finder in sys.meta_path:  # the Dynamo hooks' callback: a bound method, held
         if isinstance(finder, cls):
             finder._callback = timed("dynamo layer", finder._callback)
@@ -215,14 +219,15 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     enter("model")
     model, inputs = build_model(config["model"])
     model(*inputs)
-    compiled = torch.compile(model, backend=config.get("backend", "inductor"))
+    compiled: Any = torch.compile(model, backend=config.get("backend", "inductor"))
     leave()
     enter("dynamo")
     compiled(*inputs)
     leave()
     from torch._dynamo.utils import counters
 
-    installed = "cpytree" in sys.modules and sys.modules["cpytree"].is_installed()
+    face: Any = sys.modules.get("cpytree")
+    installed = face is not None and face.is_installed()
     return {
         "owners": [*_owners, _stack[-1]],  # the last: the dump at exit
         "torch_version": torch.__version__,
