@@ -95,6 +95,7 @@ def test_other_errors_stay_err() -> None:
     assert res.entry(w, "cpytree", "leaves") == "ERR"
 
 
+@pytest.mark.torch  # imports the compile study (torch)
 def test_compile_counts_in_report() -> None:
     from cpytree.harness.studies import compile_bench, compile_count
 
