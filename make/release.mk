@@ -143,8 +143,9 @@ test-pythons: setup-system
 #   features (higher-order operators), parity and export save/load suites,
 #   then benchmarks/dynamo_suite.py --quick (scripts/aarch64_torch.sh says
 #   which tests and why; the two Inductor tests are deselected there).
-#   Not in .ci/run: on this loaded 2-core machine the Dynamo suite's 10-leaf
-#   half took 468 s and the default pytest set 23 min (325 passed; docs/building.md).
+#   Not in .ci/run: about 52 min on this loaded 2-core machine (the default
+#   pytest set 23 min, 325 passed; the Dynamo suite's 10- and 100-leaf halves
+#   468 s and 1,216 s; docs/building.md).
 # test-torch-sid: torch 2.14.1 (PyPI's CUDA build, run on the CPU) on CPython
 #   3.14 in the sid folder, the torch-facing tests (pytest -m torch, as
 #   scripts/test_python.sh --torch runs them). The wheels are kept in
