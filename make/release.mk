@@ -91,7 +91,7 @@ wheels: setup-system
 	  || exit 1; \
 	echo "wheels: built and checked in $$(( $$(date +%s) - start )) s"
 
-wheels-unrun: setup-system
+wheels-unrun: setup
 	@start=$$(date +%s); rm -rf $(UNRUN_DIST) && mkdir -p $(UNRUN_DIST); \
 	if [ -n "$(SID_FT_PYTHONS)" ]; then $(SID) >/dev/null || exit 1; fi; \
 	for v in $(SID_FT_PYTHONS); do \
@@ -103,9 +103,7 @@ wheels-unrun: setup-system
 	    || exit 1; \
 	done; \
 	rm -f $(UNRUN_DIST)/cpytree-*-cp3??-cp3??-*x86_64.whl; ls -l $(UNRUN_DIST)/*.whl; \
-	first=$$(echo $(PYTHONS) | cut -d' ' -f1); \
-	ver=$$($$first -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
-	CPYTREE_DIST=$(UNRUN_DIST) build/wheel/$$ver-zig/venv/bin/python -m pytest -q -p no:cacheprovider \
+	CPYTREE_DIST=$(UNRUN_DIST) $(PY) -m pytest -q -p no:cacheprovider \
 	  tests/packaging/test_wheel.py tests/packaging/test_wheel_tags.py -k "every_wheel_in_dist or tags" \
 	  || exit 1; \
 	echo "wheels-unrun: built and checked in $$(( $$(date +%s) - start )) s (not shipped)"
