@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/key_equal.h"
 #include "cpytree/internal/hash_mix.h"
 #include "ground/registry.h"
 #include "ground/spec_object.h"
@@ -72,7 +73,7 @@ bool ReprNode(std::string* out, SpecView v, std::int64_t i, int indent, int dept
 int ItemsEqual(PyObject* const* a, PyObject* const* b, std::size_t n) {
   for (std::size_t k = 0; k < n; ++k) {
     if (a[k] == b[k]) continue;
-    int eq = PyObject_RichCompareBool(a[k], b[k], Py_EQ);
+    int eq = KeyEquals(a[k], b[k]);
     if (eq <= 0) return eq;
   }
   return 1;

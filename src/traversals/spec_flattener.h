@@ -11,6 +11,7 @@
 
 #include "base/args.h"
 #include "base/ft.h"
+#include "base/key_equal.h"
 #include "ground/children.h"
 #include "ground/errors.h"
 #include "ground/intern.h"
@@ -338,7 +339,7 @@ class SpecFlattener {
     if constexpr (!kStrict) {
       for (std::uint32_t k = 0; !*different && k < s.arity; ++k) {
         if (keys_[kbase + k] == expected[k]) continue;
-        int eq = PyObject_RichCompareBool(keys_[kbase + k], expected[k], Py_EQ);
+        int eq = KeyEquals(keys_[kbase + k], expected[k]);
         if (eq < 0) return false;
         *different = eq == 0;
       }
@@ -352,7 +353,7 @@ class SpecFlattener {
     std::size_t ibase = PushChildren(i);
     for (std::uint32_t k = 0; k < s.arity; ++k) {
       if (keys_[kbase + k] != expected[k]) {
-        int eq = PyObject_RichCompareBool(keys_[kbase + k], expected[k], Py_EQ);
+        int eq = KeyEquals(keys_[kbase + k], expected[k]);
         if (eq < 0) return false;
         if (eq == 0) return Fail(DictKeysMismatchMessage(expected, s.arity, dict));
       }
@@ -378,7 +379,7 @@ class SpecFlattener {
       if (k >= s.arity) return KeyOrder::kDifferent;
       if (key == expected[k]) continue;
       Ref held_key = Ref::Borrow(key);
-      int eq = PyObject_RichCompareBool(key, expected[k], Py_EQ);
+      int eq = KeyEquals(key, expected[k]);
       if (eq < 0) return KeyOrder::kError;
       if (eq == 0) return KeyOrder::kDifferent;
     }
@@ -404,7 +405,7 @@ class SpecFlattener {
       }
       if (kStrict && key != expected[k]) {
         Ref held_key = Ref::Borrow(key);
-        int eq = PyObject_RichCompareBool(key, expected[k], Py_EQ);
+        int eq = KeyEquals(key, expected[k]);
         if (eq < 0) return false;
         if (eq == 0) return Fail(DictKeysMismatchMessage(expected, s.arity, dict));
       }

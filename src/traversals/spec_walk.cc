@@ -18,6 +18,7 @@
 
 #include <vector>
 
+#include "base/key_equal.h"
 #include "traversals/spec_flattener.h"
 
 namespace cpytree {
@@ -109,7 +110,7 @@ inline bool SpecFlattener<kMode>::DictChildren(const Node& s, PyObject* const* i
     }
     for (std::size_t k = 0; ok && k < n; ++k) {
       if (keys[k] == expected[k]) continue;
-      int eq = PyObject_RichCompareBool(keys[k], expected[k], Py_EQ);
+      int eq = KeyEquals(keys[k], expected[k]);
       if (eq < 0) ok = false;
       if (eq == 0) ok = Fail(KeysMismatchMessage(expected, s.arity, keys, n));
     }

@@ -124,3 +124,99 @@ def test_many_keys_and_empty(impl, n):
     leaves, spec = impl.tree_flatten(od)
     assert leaves == list(od.values())
     assert spec.context == list(od)
+
+
+# --------------------------------------------------------------------------
+# Dict keys equal but not identical (a tree built apart from its spec)
+# --------------------------------------------------------------------------
+
+# Each width of str CPython stores (1-, 2- and 4-byte), and the empty str.
+KEYS = ["k0", "clé", "€uro", "x😀", ""]
+
+
+def _fresh(key: str) -> str:
+    """An equal str that is another object (when longer than one char)."""
+    return key.encode().decode()
+
+
+def _tree_and_twin():
+    tree = {k: [i, None] for i, k in enumerate(KEYS)}
+    twin = {_fresh(k): [i, None] for i, k in enumerate(KEYS)}
+    assert [a is b for a, b in zip(tree, twin)] == [False, False, False, False, True]
+    return tree, twin
+
+
+def test_equal_keys_of_other_objects_match(impl):
+    tree, twin = _tree_and_twin()
+    spec = impl.tree_structure(tree)
+    assert spec.flatten_up_to(twin) == [0, None, 1, None, 2, None, 3, None, 4, None]
+    prefix = impl.tree_structure(dict.fromkeys(KEYS, 0))
+    assert prefix.flatten_up_to(twin) == [[0, None], [1, None], [2, None], [3, None], [4, None]]
+    assert impl.tree_structure(twin) == spec
+    assert impl.tree_map(lambda a, b: (a, b), tree, twin)["€uro"] == [(2, 2), (None, None)]
+
+
+def test_equal_keys_of_other_objects_match_strict(engine):
+    tree, twin = _tree_and_twin()
+    assert engine.tree_structure(tree).flatten(twin) == [
+        0,
+        None,
+        1,
+        None,
+        2,
+        None,
+        3,
+        None,
+        4,
+        None,
+    ]
+
+
+# (spec's key, tree's key): same length and width (1-, 2-, 4-byte; differing
+# in the last char only), a prefix, longer, another width, a NUL.
+OTHER_KEYS = [
+    ("k0", "k1"),
+    ("€uro", "€urx"),
+    ("x😀😀", "x😀😁"),
+    ("k0", "k"),
+    ("k0", "k00"),
+    ("k0", "€0"),
+    ("k0", "😀0"),
+    ("k0", "\x00k"),
+]
+
+
+@pytest.mark.parametrize(("key", "other"), OTHER_KEYS)
+def test_unequal_keys_are_a_mismatch(impl, key, other):
+    spec = impl.tree_structure({key: 1, "b": 2})
+    with pytest.raises(ValueError) as up_to:
+        spec.flatten_up_to({other: 1, "b": 2})
+    assert str(up_to.value) == (
+        f"Node keys mismatch; missing key(s): {{{key!r}}}; extra key(s): {{{other!r}}}. "
+        "(at key path tree)"
+    )
+
+
+@pytest.mark.parametrize(("key", "other"), OTHER_KEYS)
+def test_unequal_keys_are_a_mismatch_strict(engine, key, other):
+    spec = engine.tree_structure({key: 1, "b": 2})
+    with pytest.raises(ValueError) as strict:
+        spec.flatten({other: 1, "b": 2})
+    assert str(strict.value) == (
+        f"Node keys mismatch; expected [{key!r}, 'b'], but got [{other!r}, 'b']. (at key path tree)"
+    )
+
+
+def test_str_subclass_key_runs_its_eq(impl):
+    calls = []
+
+    class Key(str):
+        __hash__ = str.__hash__
+
+        def __eq__(self, other):
+            calls.append(other)
+            return str.__eq__(self, other)
+
+    spec = impl.tree_structure({"a": 1, "b": 2})
+    assert spec.flatten_up_to({Key("a"): 10, "b": 20}) == [10, 20]
+    assert calls  # the subclass's __eq__ decided the match
