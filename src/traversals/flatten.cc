@@ -429,14 +429,6 @@ bool LeavesWithPathInto(PyObject* tree, PyObject* is_leaf, TraversalArena* b) {
   return Dispatch<false, true>(tree, is_leaf, b);
 }
 
-PyObject* StealIntoList(std::vector<PyObject*>* v) {
-  PyObject* list = PyList_New(static_cast<Py_ssize_t>(v->size()));
-  if (list == nullptr) return nullptr;
-  for (std::size_t i = 0; i < v->size(); ++i) PyList_SET_ITEM(list, i, (*v)[i]);
-  v->clear();
-  return list;
-}
-
 PyObject* PyTreeFlatten(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject* a[2] = {nullptr, nullptr};
   if (!ParseArgs("tree_flatten", args, nargs, kwnames, kTreeArgs, 2, 1, a)) return nullptr;
