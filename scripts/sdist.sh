@@ -34,7 +34,7 @@ flock "${BUILD_LOCK:-build.lock}" env CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" \
 ls "$check"/wheel/cpytree-*.whl >/dev/null
 
 members=$(tar -tzf "$sdist")
-for f in cmake/deps.lock cmake/pinned_deps.cmake cmake/abseil-subset.txt cmake/exports.map; do
+for f in LICENSE cmake/deps.lock cmake/pinned_deps.cmake cmake/abseil-subset.txt cmake/exports.map; do
   grep -q "^cpytree-[^/]*/$f$" <<<"$members" || { echo "sdist: $f missing from $sdist" >&2; exit 1; }
 done
 

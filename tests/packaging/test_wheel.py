@@ -230,3 +230,17 @@ def test_headers_and_version() -> None:
     ).stdout
     assert out.splitlines()[0] == f"cpytree {version}"
     assert "engine: cpp" in out
+
+
+def test_license_shipped() -> None:
+    """The wheel's metadata carries the repository's LICENSE, byte for byte,
+    and declares the license pyproject.toml names."""
+    import importlib.metadata
+
+    dist = importlib.metadata.distribution("cpytree")
+    shipped = [f for f in dist.files or [] if f.name == "LICENSE" and ".dist-info" in str(f)]
+    assert len(shipped) == 1, dist.files
+    repo_license = Path(__file__).resolve().parents[2] / "LICENSE"
+    assert shipped[0].read_text() == repo_license.read_text()
+    assert "Apache License" in repo_license.read_text()
+    assert dist.metadata["License"] == "Apache-2.0"
