@@ -181,9 +181,6 @@ PyMethodDef kModuleMethods[] = {
     {"_set_loaders", CPYTREE_GUARDED(PySetLoaders), METH_FASTCALL,
      "_set_loaders(keys, serialization, /)\n--\n\n"
      "Hands the engine the package's loaders of its key classes and serialization state."},
-    {"_set_key_types", CPYTREE_GUARDED(PySetKeyTypes), METH_FASTCALL,
-     "_set_key_types(SequenceKey, MappingKey, GetAttrKey, /)\n--\n\n"
-     "Hands the key entry classes of cpytree._keys to the engine."},
     {"_set_torch_key_types", CPYTREE_GUARDED(PySetTorchKeyTypes), METH_FASTCALL,
      "_set_torch_key_types(SequenceKey, MappingKey, GetAttrKey, /)\n--\n\n"
      "install(): torch.utils._pytree's key entry classes, for _torch_tree_*_with_path."},
@@ -195,14 +192,11 @@ PyMethodDef kModuleMethods[] = {
      "install(): torch's spec classes (all None to clear); see torch_interop.h."},
     {"_set_torch_pickling", CPYTREE_GUARDED(PySetTorchPickling), METH_O,
      "_set_torch_pickling(flag, /)\n--\n\nPickle specs in torch's form (install()) or cpytree's."},
-    {"_find_bound", CPYTREE_GUARDED(PyFindBound), METH_FASTCALL,
-     "_find_bound(namespaces, objects, /)\n--\n\n"
-     "[(i, key), ...] for the items of the dicts in `namespaces` whose value is one of\n"
-     "`objects` (by identity); install()'s scan of torch modules' import-time bindings."},
     {"_find_bound_in_modules", CPYTREE_GUARDED(PyFindBoundInModules), METH_FASTCALL,
      "_find_bound_in_modules(modules, objects, names, prefixes, /)\n--\n\n"
-     "[(name, key), ...]: _find_bound over the modules of the dict `modules` named in\n"
-     "`names` or starting with one of `prefixes` (install()'s torch module filter)."},
+     "[(name, key), ...]: the items of the modules of the dict `modules` named in `names`\n"
+     "or starting with one of `prefixes` whose value is one of `objects` (by identity);\n"
+     "install()'s torch module filter and scan in one call."},
     {"_set_known_flattens", CPYTREE_GUARDED(PySetKnownFlattens), METH_FASTCALL,
      "_set_known_flattens(dict_like, list_like, /)\n--\n\n"
      "Flatten functions (tuples) known to return exactly what dict / list flatten returns;\n"

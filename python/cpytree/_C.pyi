@@ -87,9 +87,6 @@ def tree_map_(
     is_leaf: Callable[[PyTree], bool] | None = None,
 ) -> PyTree: ...
 def arg_tree_leaves(*args: PyTree, **kwargs: PyTree) -> list[Any]: ...
-def _find_bound(
-    namespaces: list[dict[Any, Any]], objects: tuple[Any, ...], /
-) -> list[tuple[int, Any]]: ...
 def _find_bound_in_modules(
     modules: dict[str, Any],
     objects: tuple[Any, ...],
@@ -146,12 +143,6 @@ def key_get(obj: Any, kp: KeyPath, /) -> Any: ...
 def _set_loaders(
     keys: Callable[[], tuple[type[Any], type[Any], type[Any]]],
     serialization: Callable[[], tuple[Any, ...]],
-    /,
-) -> None: ...
-def _set_key_types(
-    SequenceKey: type[SequenceKey[Any]],
-    MappingKey: type[MappingKey[Any, Any]],
-    GetAttrKey: type[GetAttrKey],
     /,
 ) -> None: ...
 def _set_torch_key_types(

@@ -12,10 +12,10 @@ namespace cpytree {
 namespace {
 
 // A set of key classes and the keys made from them. Two sets exist:
-// cpytree's own (cpytree._keys, loaded on the first with-path call, or set
-// through _set_key_types) and torch's (torch.utils._pytree's, set by
-// _set_torch_key_types when install() swaps torch's with-path functions).
-// Each with-path entry point picks one for its call (KeyScope), per thread.
+// cpytree's own (cpytree._keys, loaded on the first with-path call) and
+// torch's (torch.utils._pytree's, set by _set_torch_key_types when install()
+// swaps torch's with-path functions). Each with-path entry point picks one
+// for its call (KeyScope), per thread.
 // With the GIL: one set per flavour, changed in place with the GIL held.
 // Without it: a set is filled privately and published whole through the
 // flavour's atomic pointer; a replaced set is kept (never freed: a call in
@@ -78,7 +78,7 @@ bool LoadOwnKeyClasses() {
   Ref classes(PyObject_CallNoArgs(loader));
   if (!classes) return false;
   if (g_own_keys.load(std::memory_order_acquire)->sequence != nullptr) {
-    return true;  // set by _set_key_types meanwhile
+    return true;  // loaded by another thread meanwhile
   }
   if (!PyTuple_Check(classes.get()) || PyTuple_GET_SIZE(classes.get()) != 3) {
     PyErr_SetString(PyExc_TypeError, "cpytree._C: the key classes' loader must return 3 classes");
@@ -86,7 +86,7 @@ bool LoadOwnKeyClasses() {
   }
   PyObject* args[3];
   for (Py_ssize_t i = 0; i < 3; ++i) args[i] = PyTuple_GET_ITEM(classes.get(), i);
-  Ref done(SetKeyClasses(&g_own_keys, "_set_key_types", args, 3));
+  Ref done(SetKeyClasses(&g_own_keys, "the key classes' loader", args, 3));
   return static_cast<bool>(done);
 }
 
@@ -298,10 +298,6 @@ bool CallFlattenWithKeys(const Registration* reg, PyObject* obj, Ref* keys, Ref*
   *keys = std::move(k_list);
   *children = std::move(c_list);
   return true;
-}
-
-PyObject* PySetKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  return SetKeyClasses(&g_own_keys, "_set_key_types", args, nargs);
 }
 
 PyObject* PySetTorchKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs) {

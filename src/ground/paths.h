@@ -55,8 +55,6 @@ bool CallFlattenWithKeys(const Registration* reg, PyObject* obj, Ref* keys, Ref*
 PyObject* PyKeystr(PyObject*, PyObject* kp);
 // key_get(obj, kp): the subtree of obj at key path kp.
 PyObject* PyKeyGet(PyObject*, PyObject* const* args, Py_ssize_t nargs);
-// _set_key_types(SequenceKey, MappingKey, GetAttrKey): the key entry classes.
-PyObject* PySetKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 // _set_torch_key_types(SequenceKey, MappingKey, GetAttrKey): torch's classes,
 // for PyTorchTreeFlattenWithPath and PyTorchTreeLeavesWithPath (flatten.h).
 PyObject* PySetTorchKeyTypes(PyObject*, PyObject* const* args, Py_ssize_t nargs);

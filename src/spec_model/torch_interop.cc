@@ -47,7 +47,7 @@ PyObject* PySetTorchPickling(PyObject*, PyObject* flag) {
 
 namespace {
 
-// The objects _find_bound* look for: their pointers sorted, and their types.
+// The objects _find_bound_in_modules looks for: their pointers sorted, and their types.
 class Wanted {
  public:
   explicit Wanted(PyObject* objects) {
@@ -106,33 +106,6 @@ int NameMatches(PyObject* name, PyObject* names, PyObject* prefixes) {
 }
 
 }  // namespace
-
-PyObject* PyFindBound(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2 || !PyList_Check(args[0]) || !PyTuple_Check(args[1])) {
-    PyErr_SetString(PyExc_TypeError, "_find_bound(namespaces: list, objects: tuple)");
-    return nullptr;
-  }
-  Wanted wanted(args[1]);
-  Ref out(PyList_New(0));
-  if (!out) return nullptr;
-  // The list is re-read at each step: appending may run a GC finalizer.
-  // Free-threaded builds: a snapshot of it.
-  Ref stable(ft::StableSequence(args[0]));
-  if (!stable) return nullptr;
-  PyObject* namespaces = stable.get();
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(namespaces); ++i) {
-    PyObject* ns = PySequence_Fast_ITEMS(namespaces)[i];
-    if (!PyDict_Check(ns)) {
-      PyErr_Format(PyExc_TypeError, "_find_bound: namespaces[%zd] is not a dict", i);
-      return nullptr;
-    }
-    if (!ScanNamespace(
-            ns, wanted, [i](PyObject* key) { return Py_BuildValue("(nO)", i, key); }, out.get())) {
-      return nullptr;
-    }
-  }
-  return out.release();
-}
 
 PyObject* PyFindBoundInModules(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 4 || !PyDict_Check(args[0]) || !PyTuple_Check(args[1]) || !PyTuple_Check(args[2]) ||

@@ -38,17 +38,14 @@ bool IsTorchSpec(PyObject* obj);
 PyObject* PySetTorchSpecClasses(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 // _set_torch_pickling(flag): as_torch (uninstall() turns it off).
 PyObject* PySetTorchPickling(PyObject*, PyObject* flag);
-// _find_bound(namespaces, objects): [(i, key), ...] for every item of the dict
-// namespaces[i] whose value *is* one of the tuple `objects` (identity: no
-// __eq__ or __hash__ of a value runs), in list then dict order. install()'s
-// scan of torch modules' import-time bindings (python/cpytree/_torch/_patch.py).
-PyObject* PyFindBound(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 // _find_bound_in_modules(modules, objects, names, prefixes): [(module name,
 // key), ...] for the modules of the dict `modules` (name -> module: the
 // caller's copy of sys.modules) whose str name is in the tuple `names` or
-// starts with one of `prefixes`, scanned as _find_bound scans (their
-// `__dict__`, read as `getattr(m, "__dict__", None)`; those without a dict
-// skipped), in dict order: install()'s filter and scan in one call.
+// starts with one of `prefixes`: every item of their `__dict__` (read as
+// `getattr(m, "__dict__", None)`; those without a dict skipped) whose value
+// *is* one of the tuple `objects` (identity: no __eq__ or __hash__ of a value
+// runs), in dict order: install()'s filter and scan of torch modules'
+// import-time bindings (python/cpytree/_torch/_patch.py) in one call.
 PyObject* PyFindBoundInModules(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 
 }  // namespace cpytree

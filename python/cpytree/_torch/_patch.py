@@ -95,9 +95,9 @@ def find_bindings(replacements: Mapping[int, Any], skip: Iterable[str]) -> list[
 
     `replacements` maps id(value) -> value; a binding matches when it *is* one
     of the values. The engine compares every value of every namespace by
-    identity in one call (the engine's `_find_bound`: about 30,000 values after
-    `import torch`: 3M instructions, where an id() per value and a set test took 15M);
-    with `_C._find_bound_in_modules`, the module filter too (1.7M in Python).
+    identity in one call (about 30,000 values after `import torch`: 3M
+    instructions, where an id() per value and a set test took 15M), the module
+    filter too (1.7M in Python): `_C._find_bound_in_modules`.
     """
     assert _engine.C is not None  # install() and uninstall() run only with the engine
     modules = sys.modules.copy()  # a copy: reading a non-module's __dict__ may import

@@ -65,8 +65,6 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from .workloads import CUSTOM_NODES, NAMEDTUPLES, CustomNode, Workload
@@ -279,19 +277,6 @@ def _register_torch_style(key: str, mod: Any, supported: Any, nodes: Iterable[Cu
         _REGISTERED.add((key, cls))
 
 
-def _source_reference() -> ModuleType:
-    """cpytree/_reference.py loaded from beside this package, when the package
-    itself cannot be imported (development before the engine lands)."""
-    path = Path(__file__).resolve().parents[2] / "_reference.py"
-    if not path.is_file():
-        raise ImportError(f"no {path}")
-    spec = importlib.util.spec_from_file_location("cpytree._reference", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _load_cpytree() -> tuple[Backend, Backend]:
     """The cpytree package and its reference; they share one registry."""
     pkg: Any = None
@@ -305,10 +290,7 @@ def _load_cpytree() -> tuple[Backend, Backend]:
     ref: Any = None
     ref_error: BaseException | str = ""
     try:
-        try:
-            ref = importlib.import_module("cpytree._reference")
-        except ImportError:
-            ref = _source_reference()
+        ref = importlib.import_module("cpytree._reference")
         if not hasattr(ref, "tree_flatten"):
             ref, ref_error = None, "cpytree._reference has no tree_flatten yet"
     except Exception as exc:  # noqa: BLE001
