@@ -19,6 +19,9 @@
 5. With `--headers-tu FILE`: FILE, the one translation unit clang-tidy reads
    the header library through, includes every public header (each
    include/cpytree/*.h beside src/), so a new header cannot escape the lint.
+6. One spelling of the free-threaded switch: CPython's `Py_GIL_DISABLED` is
+   read in src/base/ft.h alone, which defines CPYTREE_FREE_THREADED (0 or 1)
+   from it; every other file tests CPYTREE_FREE_THREADED.
 
     python3 scripts/source_lint.py [src] [--headers-tu tests/cpp/every_public_header.cc]
 
@@ -231,6 +234,20 @@ def check_headers_tu(include: Path, tu: Path) -> list[str]:
     ]
 
 
+FT_SWITCH_HOME = "ft.h"  # src/base/ft.h
+
+
+def check_ft_switch(path: Path, lines: list[str]) -> list[str]:
+    """Rule 6: Py_GIL_DISABLED outside src/base/ft.h."""
+    if path.name == FT_SWITCH_HOME:
+        return []
+    return [
+        f"{path}:{n}: Py_GIL_DISABLED outside base/ft.h: test CPYTREE_FREE_THREADED"
+        for n, line in enumerate(lines, 1)
+        if "Py_GIL_DISABLED" in line
+    ]
+
+
 def main(root: str = "src", *options: str) -> int:
     global GUARDS
     findings: list[str] = []
@@ -253,6 +270,7 @@ def main(root: str = "src", *options: str) -> int:
     GUARDS = ("Guarded<", *(f"{name}(" for name in macros))
     for path, text in texts.items():
         lines = text.splitlines()
+        findings += check_ft_switch(path, lines)
         if path.suffix == ".cc":
             findings += check_tables(path, lines)
             findings += check_slots(path, text)

@@ -5,7 +5,7 @@
 #include "base/ft.h"
 #include "ground/children.h"
 #include "ground/intern.h"
-#include "ground/paths.h"
+#include "ground/key_entries.h"
 #include "ground/registry.h"
 #include "spec_model/deserialize.h"
 #include "spec_model/serialize.h"

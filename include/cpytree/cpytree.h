@@ -30,20 +30,20 @@
 //   tree.h          cpytree::Tree<T>, a dynamic pytree
 //   traits.h        NodeTraits / LeafTraits / KeyTraits for C++ types
 //   flatten.h       Flatten / Leaves / Structure / Unflatten / UnflattenAs / Map
-//   flatten_spec.h  FlattenSpec: check a value against a spec, collect its leaves
+//   flatten_against.h  FlattenSpec: check a value against a spec, collect its leaves
 //   errors.h        Error, ParseError, StructureError
 //   version.h       CPYTREE_VERSION_MAJOR / _MINOR / _PATCH
 #ifndef CPYTREE_CPYTREE_H_
 #define CPYTREE_CPYTREE_H_
 
-#include "cpytree/errors.h"        // IWYU pragma: export
-#include "cpytree/flatten.h"       // IWYU pragma: export
-#include "cpytree/flatten_spec.h"  // IWYU pragma: export
-#include "cpytree/kind.h"          // IWYU pragma: export
-#include "cpytree/spec.h"          // IWYU pragma: export
-#include "cpytree/traits.h"        // IWYU pragma: export
-#include "cpytree/tree.h"          // IWYU pragma: export
-#include "cpytree/value.h"         // IWYU pragma: export
-#include "cpytree/version.h"       // IWYU pragma: export
+#include "cpytree/errors.h"           // IWYU pragma: export
+#include "cpytree/flatten.h"          // IWYU pragma: export
+#include "cpytree/flatten_against.h"  // IWYU pragma: export
+#include "cpytree/kind.h"             // IWYU pragma: export
+#include "cpytree/spec.h"             // IWYU pragma: export
+#include "cpytree/traits.h"           // IWYU pragma: export
+#include "cpytree/tree.h"             // IWYU pragma: export
+#include "cpytree/value.h"            // IWYU pragma: export
+#include "cpytree/version.h"          // IWYU pragma: export
 
 #endif  // CPYTREE_CPYTREE_H_

@@ -8,7 +8,7 @@ called from one place; the rest of the package (`cpytree/__init__.py`,
 here (`C`), never by importing `cpytree`.
 
 The engine never imports the package: `connect()` hands it, once at `import
-cpytree`, two loaders it calls on first use (src/ground/paths.cc: the key classes
+cpytree`, two loaders it calls on first use (src/ground/key_entries.cc: the key classes
 of `cpytree._keys`; src/spec_model/serialize.cc: the serialization state), so
 `import cpytree` leaves both modules unloaded.
 """

@@ -140,7 +140,7 @@ def _get_node_type(tree: Any) -> Any:
 # --------------------------------------------------------------------------
 
 # Key entries are made by importing cpytree._keys at the call: `import cpytree`
-# leaves it unloaded (the engine makes its own keys; see src/ground/paths.cc).
+# leaves it unloaded (the engine makes its own keys; see src/ground/key_entries.cc).
 KeyedChildren = list[tuple["KeyEntry", Any]]
 
 

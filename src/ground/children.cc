@@ -206,6 +206,23 @@ PyObject* NewListNode(PyObject* const* values, std::size_t n) {
   return out;
 }
 
+PyObject* NewNamedTuple(PyObject* cls, PyObject** values, Py_ssize_t n) {
+  PyTypeObject* type = reinterpret_cast<PyTypeObject*>(cls);
+  if (PlainNamedTupleNew(type)) {
+    // What `_tuple_new(cls, values)` does for a tuple subclass, minus the copy.
+    PyObject* out = type->tp_alloc(type, n);
+    if (out == nullptr) {
+      for (Py_ssize_t k = 0; k < n; ++k) Py_DECREF(values[k]);
+      return nullptr;
+    }
+    for (Py_ssize_t k = 0; k < n; ++k) PyTuple_SET_ITEM(out, k, values[k]);
+    return out;
+  }
+  PyObject* out = PyObject_Vectorcall(cls, values, n, nullptr);  // cls(*values)
+  for (Py_ssize_t k = 0; k < n; ++k) Py_DECREF(values[k]);
+  return out;
+}
+
 PyObject* NewDequeNode(PyObject* const* values, std::size_t n, PyObject* maxlen) {
   Ref list(NewListNode(values, n));
   if (!list) return nullptr;

@@ -41,6 +41,10 @@ PyObject* NewDictNode(NodeKind kind, PyObject* factory, PyObject* const* keys,
 PyObject* NewTupleNode(PyObject* const* values, std::size_t n);
 PyObject* NewListNode(PyObject* const* values, std::size_t n);
 PyObject* NewDequeNode(PyObject* const* values, std::size_t n, PyObject* maxlen);
+// cls(*values) for a namedtuple class, consuming the n owned `values`; built
+// directly when cls uses collections.namedtuple's own __new__
+// (PlainNamedTupleNew), else by calling cls. New reference.
+PyObject* NewNamedTuple(PyObject* cls, PyObject** values, Py_ssize_t n);
 // reg->unflatten_fn(list(values), context); the function is held for the
 // call (it may deregister its own type: registry.h).
 PyObject* NewCustomNode(const Registration* reg, PyObject* const* values, std::size_t n,

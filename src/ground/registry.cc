@@ -24,7 +24,7 @@ using RegistryMap = absl::flat_hash_map<PyTypeObject*, const Registration*>;
 std::atomic<const RegistryMap*> g_map{nullptr};
 // Serialises writers (the GIL already does on default builds).
 ft::Mutex writer_mutex;
-#ifdef Py_GIL_DISABLED
+#if CPYTREE_FREE_THREADED
 // Maps and registrations a writer replaced or removed, with the generation
 // whose Publish did it: freed once no reader announced an older one
 // (grace.h). Guarded by writer_mutex.
@@ -60,7 +60,7 @@ void FreeRegistration(Registration* reg) {
   delete reg;
 }
 
-#ifdef Py_GIL_DISABLED
+#if CPYTREE_FREE_THREADED
 // Publishes `next`, retires the previous map and `dropped` (a registration
 // `next` no longer holds, or null), and moves what no reader can still see
 // into *out. Under writer_mutex.
@@ -147,7 +147,7 @@ bool InitRegistry() {
       !g_builtins.str_maxlen || !g_builtins.str_default_factory || !g_builtins.str_name) {
     return false;
   }
-#ifdef Py_GIL_DISABLED
+#if CPYTREE_FREE_THREADED
   g_retired = new std::vector<Retired>();
 #endif
   auto map = std::make_unique<RegistryMap>();
@@ -161,7 +161,7 @@ bool InitRegistry() {
     (*map)[reinterpret_cast<PyTypeObject*>(b.type)] =
         NewRegistration(b.kind, b.type, nullptr, nullptr, nullptr);
   }
-#ifdef Py_GIL_DISABLED
+#if CPYTREE_FREE_THREADED
   Reclaimed none;  // there was no map to retire
   Publish(std::move(map), nullptr, &none);
 #else
@@ -289,6 +289,8 @@ bool ComputePlainNamedTupleNew(PyTypeObject* type) {
          PyUnicode_Tailmatch(module_name, prefix.get(), 0, 11, -1) == 1;
 }
 
+}  // namespace
+
 bool PlainNamedTupleNew(PyTypeObject* type) {
   NamedTupleCacheEntry& slot = CacheSlot(type);
   bool cached =
@@ -301,25 +303,6 @@ bool PlainNamedTupleNew(PyTypeObject* type) {
     slot.plain_new = plain ? 1 : 0;
   }
   return plain;
-}
-
-}  // namespace
-
-PyObject* NewNamedTuple(PyObject* cls, PyObject** values, Py_ssize_t n) {
-  PyTypeObject* type = reinterpret_cast<PyTypeObject*>(cls);
-  if (PlainNamedTupleNew(type)) {
-    // What `_tuple_new(cls, values)` does for a tuple subclass, minus the copy.
-    PyObject* out = type->tp_alloc(type, n);
-    if (out == nullptr) {
-      for (Py_ssize_t k = 0; k < n; ++k) Py_DECREF(values[k]);
-      return nullptr;
-    }
-    for (Py_ssize_t k = 0; k < n; ++k) PyTuple_SET_ITEM(out, k, values[k]);
-    return out;
-  }
-  PyObject* out = PyObject_Vectorcall(cls, values, n, nullptr);  // cls(*values)
-  for (Py_ssize_t k = 0; k < n; ++k) Py_DECREF(values[k]);
-  return out;
 }
 
 namespace {
@@ -348,7 +331,7 @@ int ComputeIsNamedTupleClass(PyTypeObject* type) {
 bool RegisterNode(PyObject* type, PyObject* flatten_fn, PyObject* unflatten_fn,
                   PyObject* flatten_with_keys_fn) {
   Registration* replaced = nullptr;
-#ifdef Py_GIL_DISABLED
+#if CPYTREE_FREE_THREADED
   Reclaimed reclaimed;
 #endif
   {
@@ -368,13 +351,13 @@ bool RegisterNode(PyObject* type, PyObject* flatten_fn, PyObject* unflatten_fn,
     }
     (*next)[t] = NewRegistration(NodeKind::kCustom, type, flatten_fn, unflatten_fn,
                                  flatten_with_keys_fn == Py_None ? nullptr : flatten_with_keys_fn);
-#ifdef Py_GIL_DISABLED
+#if CPYTREE_FREE_THREADED
     Publish(std::move(next), replaced, &reclaimed);
 #else
     Publish(std::move(next));
 #endif
   }
-#ifdef Py_GIL_DISABLED
+#if CPYTREE_FREE_THREADED
   FreeReclaimed(&reclaimed);
 #else
   FreeRegistration(replaced);
@@ -384,7 +367,7 @@ bool RegisterNode(PyObject* type, PyObject* flatten_fn, PyObject* unflatten_fn,
 
 bool UnregisterNode(PyObject* type) {
   Registration* removed = nullptr;
-#ifdef Py_GIL_DISABLED
+#if CPYTREE_FREE_THREADED
   Reclaimed reclaimed;
 #endif
   {
@@ -398,13 +381,13 @@ bool UnregisterNode(PyObject* type) {
     }
     removed = const_cast<Registration*>(it->second);
     next->erase(it);
-#ifdef Py_GIL_DISABLED
+#if CPYTREE_FREE_THREADED
     Publish(std::move(next), removed, &reclaimed);
 #else
     Publish(std::move(next));
 #endif
   }
-#ifdef Py_GIL_DISABLED
+#if CPYTREE_FREE_THREADED
   FreeReclaimed(&reclaimed);
 #else
   FreeRegistration(removed);

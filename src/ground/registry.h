@@ -21,7 +21,7 @@
 //   (PinnedRegistration below): a copy holding the type and functions
 //   strongly. So registering and deregistering in a loop keeps memory
 //   bounded (before: ~870 bytes and the type kept alive per round, forever).
-// - Free-threaded builds (Py_GIL_DISABLED): lookups run during writes, so
+// - Free-threaded builds (CPYTREE_FREE_THREADED): lookups run during writes, so
 //   the old map and the registrations a writer drops wait for a grace
 //   period (grace.h: epoch-based reclamation). A lookup announces the
 //   registry generation in its thread's reader slot before it loads the map
@@ -194,10 +194,10 @@ inline void CacheLeafType(PyTypeObject* type) {
 // with `_fields` of str, callable `_make` and `_asdict`). -1 with an exception.
 int IsNamedTupleClass(PyTypeObject* type);
 
-// cls(*values) for a namedtuple class, consuming the n owned `values`; built
-// directly when cls uses collections.namedtuple's own __new__ (cached per
-// type like IsNamedTupleClass), else by calling cls. New reference.
-PyObject* NewNamedTuple(PyObject* cls, PyObject** values, Py_ssize_t n);
+// Whether the namedtuple class `type` uses collections.namedtuple's own
+// __new__ (cached per type like IsNamedTupleClass): NewNamedTuple
+// (children.h) then builds its instances directly.
+bool PlainNamedTupleNew(PyTypeObject* type);
 
 // The kind of the builtin types the registry holds (OrderedDict, defaultdict,
 // deque; exact types), kLeaf for any other type: their registrations are

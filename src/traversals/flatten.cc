@@ -7,7 +7,7 @@
 #include "base/ft.h"
 #include "ground/children.h"
 #include "ground/intern.h"
-#include "ground/paths.h"
+#include "ground/key_entries.h"
 #include "ground/registry.h"
 
 namespace cpytree {

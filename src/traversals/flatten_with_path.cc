@@ -1,8 +1,8 @@
 // The with-path entry points, built on the flatten traversal:
 // tree_flatten_with_path, tree_leaves_with_path and torch's two (install()
-// swaps them into torch). The key entries they record come from paths.h.
+// swaps them into torch). The key entries they record come from key_entries.h.
 #include "base/args.h"
-#include "ground/paths.h"
+#include "ground/key_entries.h"
 #include "ground/spec_object.h"
 #include "traversals/flatten.h"
 

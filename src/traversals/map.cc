@@ -12,7 +12,7 @@
 
 #include "base/ft.h"
 #include "ground/children.h"
-#include "ground/paths.h"
+#include "ground/key_entries.h"
 #include "ground/registry.h"
 #include "ground/spec_object.h"
 #include "traversals/flatten.h"

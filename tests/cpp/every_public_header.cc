@@ -4,7 +4,7 @@
 #include "cpytree/cpytree.h"
 #include "cpytree/errors.h"
 #include "cpytree/flatten.h"
-#include "cpytree/flatten_spec.h"
+#include "cpytree/flatten_against.h"
 #include "cpytree/json.h"
 #include "cpytree/kind.h"
 #include "cpytree/spec.h"

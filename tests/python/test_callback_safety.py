@@ -121,7 +121,7 @@ CASES = {
         C.target = kids
         attempt(lambda: spec.flatten(N(kids, C())))
     """,
-    # paths.cc keystr: a key entry's __str__ clears the key path list.
+    # key_entries.cc keystr: a key entry's __str__ clears the key path list.
     "keystr_str_clears_path": """
         kp = []
         class E:
@@ -130,7 +130,7 @@ CASES = {
         kp.extend([E()] + [cpytree.SequenceKey(i) for i in range(30)])
         attempt(lambda: cpytree.keystr(kp))
     """,
-    # paths.cc CallFlattenWithKeys: unpacking a (key, child) pair clears the
+    # key_entries.cc CallFlattenWithKeys: unpacking a (key, child) pair clears the
     # list flatten_with_keys_fn returned.
     "flatten_with_keys_pair_clears_list": """
         kc = []

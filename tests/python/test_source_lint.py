@@ -122,3 +122,16 @@ def test_the_repository_floor_table_covers_src():
     assert [
         p for p in files if source_lint.floor_of(p.relative_to(src), source_lint.FLOORS) is None
     ] == []
+
+
+def test_finds_the_free_threaded_switch_spelt_twice(tmp_path, capsys):
+    (tmp_path / "ft.h").write_text(
+        "#ifdef Py_GIL_DISABLED\n#define CPYTREE_FREE_THREADED 1\n#endif\n"
+    )
+    (tmp_path / "reg.cc").write_text("int a;\n#ifdef Py_GIL_DISABLED\nint b;\n#endif\n")
+    assert source_lint.main(str(tmp_path)) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{tmp_path}/reg.cc:2: Py_GIL_DISABLED outside base/ft.h: test CPYTREE_FREE_THREADED"
+    ]
+    (tmp_path / "reg.cc").write_text("int a;\n#if CPYTREE_FREE_THREADED\nint b;\n#endif\n")
+    assert source_lint.main(str(tmp_path)) == 0

@@ -1,7 +1,7 @@
 // Key entries (the key classes and the keys made from them, the
 // flatten_with_keys_fn call), keystr and key_get. The with-path entry points
 // built on the flatten traversal sit beside it (flatten_with_path.cc).
-#include "ground/paths.h"
+#include "ground/key_entries.h"
 
 #include <atomic>
 

@@ -27,8 +27,8 @@
 // Example:
 //   TreeSpec in_spec = cpytree::Loads(call_spec[0]);
 //   std::vector<at::Tensor> flat = cpytree::FlattenSpec<at::Tensor>(in_spec, inputs);
-#ifndef CPYTREE_FLATTEN_SPEC_H_
-#define CPYTREE_FLATTEN_SPEC_H_
+#ifndef CPYTREE_FLATTEN_AGAINST_H_
+#define CPYTREE_FLATTEN_AGAINST_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -311,4 +311,4 @@ std::vector<L> FlattenSpec(const TreeSpec& spec, const X& x) {
 
 }  // namespace cpytree
 
-#endif  // CPYTREE_FLATTEN_SPEC_H_
+#endif  // CPYTREE_FLATTEN_AGAINST_H_

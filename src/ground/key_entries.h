@@ -1,8 +1,8 @@
-// Key paths: the key entries (SequenceKey, MappingKey, GetAttrKey: the
-// Python classes of cpytree._keys, handed over at import) and the
-// with-path operations built on the flatten traversal.
-#ifndef CPYTREE_SRC_PATHS_H_
-#define CPYTREE_SRC_PATHS_H_
+// Key entries: the key classes (SequenceKey, MappingKey, GetAttrKey: cpytree._keys,
+// loaded on the first with-path call, or torch's after install()), the keys made
+// from them, the flatten_with_keys_fn call, keystr and key_get.
+#ifndef CPYTREE_SRC_GROUND_KEY_ENTRIES_H_
+#define CPYTREE_SRC_GROUND_KEY_ENTRIES_H_
 
 #include <vector>
 
@@ -64,4 +64,4 @@ void SetKeysLoader(PyObject* loader);
 
 }  // namespace cpytree
 
-#endif  // CPYTREE_SRC_PATHS_H_
+#endif  // CPYTREE_SRC_GROUND_KEY_ENTRIES_H_

@@ -1,6 +1,6 @@
-// Tests of flatten_spec.h: FlattenSpec over Trees, std containers and user
+// Tests of flatten_against.h: FlattenSpec over Trees, std containers and user
 // types, the leaf order the spec gives, and the key path of every mismatch.
-#include "cpytree/flatten_spec.h"
+#include "cpytree/flatten_against.h"
 
 #include <map>
 #include <optional>
