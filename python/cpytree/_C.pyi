@@ -12,7 +12,7 @@ from typing import Any, final
 
 from typing_extensions import deprecated
 
-from ._keys import GetAttrKey, KeyPath, MappingKey, SequenceKey
+from ._keys import KeyPath
 from ._registry import Context, FlattenFn, FlattenWithKeysFn, PyTree, UnflattenFn
 
 @final
