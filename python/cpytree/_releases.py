@@ -31,13 +31,24 @@ else:  # compiles no code at import (see cpytree._namedtuple)
     from ._namedtuple import NamedTuple
 
 __all__ = [
-    "DIFFERENCES", "NEWEST", "SUPPORTED", "active", "emulating", "has", "minor_of", "release_of",
+    "CI_RELEASES", "DEV_RELEASE", "DIFFERENCES", "NEWEST", "SUPPORTED", "active", "emulating",
+    "has", "minor_of", "release_of",
 ]  # fmt: skip
 
-# Every torch release of the last year, oldest first (one patch release per
-# minor: the others change no pytree code).
+# The one list of torch releases (CONTRIBUTING.md, "Support a new torch
+# release"). Every torch release of the last year, oldest first (one patch
+# release per minor: the others change no pytree code); a release joins once
+# the torch-facing suites pass on it, so this is also what was tested
+# (cpytree._torch._versions.TESTED). The copies the shell side cannot import
+# (make/release.mk, scripts/test_python.sh, .ci/run, the requirements files,
+# README) are checked against these by tests/python/test_releases.py.
 SUPPORTED: tuple[str, ...] = ("2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0")
 NEWEST: str = SUPPORTED[-1]
+# The CPU build on this project's machines: the dev venv's torch
+# (requirements-dev.txt) and the x86_64 wheel tests' default.
+DEV_RELEASE: str = "2.13.0"
+# What CI runs `pytest -m torch` on: the dev release and the two newest.
+CI_RELEASES: tuple[str, ...] = (DEV_RELEASE, *SUPPORTED[-2:])
 
 
 class Difference(NamedTuple):

@@ -215,13 +215,38 @@ def test_pprint_placeholder(impl: Any, release: str) -> None:
 
 
 def test_the_scripts_name_the_supported_releases() -> None:
+    """Every copy of the release list the shell side keeps (it cannot import
+    cpytree._releases) says what _releases says."""
     root = Path(__file__).resolve().parents[2]
+    supported, ci, dev = _releases.SUPPORTED, _releases.CI_RELEASES, _releases.DEV_RELEASE
     # The Makefile and the parts it includes (make/release.mk has the torch lists).
     makefile = "".join(
         p.read_text() for p in [root / "Makefile", *sorted((root / "make").glob("*.mk"))]
     )
-    assert f"TORCH_RANGE    ?= {' '.join(_releases.SUPPORTED)}\n" in makefile
-    ci_line = 'TORCH_VERSIONS="${CI_TORCH_VERSIONS:-2.13.0 2.14.1 2.15.0}"'
-    assert ci_line in (root / ".ci" / "run").read_text()
-    assert "TORCH_VERSIONS ?= 2.13.0 2.14.1 2.15.0\n" in makefile
-    assert {"2.13.0", "2.14.1", "2.15.0"} <= set(_releases.SUPPORTED)
+    assert f"TORCH_RANGE    ?= {' '.join(supported)}\n" in makefile
+    assert f"TORCH_VERSIONS ?= {' '.join(ci)}\n" in makefile
+    assert f"releases CI tests: {', '.join(ci[:-1])} and {ci[-1]}\n" in makefile
+    assert f"every supported release, {supported[0]}-{supported[-1]}\n" in makefile
+    ci_run = (root / ".ci" / "run").read_text()
+    assert f'TORCH_VERSIONS="${{CI_TORCH_VERSIONS:-{" ".join(ci)}}}"' in ci_run
+    assert f"`pytest -m torch` on torch {', '.join(ci)}\n" in ci_run
+    runner = (root / "scripts" / "test_python.sh").read_text()
+    assert f"[ $# -gt 0 ] || set -- {' '.join(ci)}\n" in runner
+    assert f"TORCH_VERSION=${{TORCH_VERSION:-{dev}}}\n" in runner
+    assert f"torch=={dev}\n" in (root / "requirements-dev.txt").read_text()
+    assert f"\ntorch=={_releases.NEWEST} " in (root / "requirements-aarch64-torch.txt").read_text()
+    readme = " ".join((root / "README.md").read_text().split())
+    assert f"every release from {supported[0]} to {supported[-1]}" in readme
+    assert f"torch, {supported[-1]}'s." in readme
+    assert f"CI runs {', '.join(ci[:-1])} and {ci[-1]})" in readme
+
+
+def test_the_inventory_has_a_column_per_release() -> None:
+    from cpytree._torch import _inventory, _versions
+
+    assert _versions.TESTED == _releases.SUPPORTED
+    assert (
+        tuple(f"{_minor(r)[0]}.{_minor(r)[1]}" for r in _releases.SUPPORTED) == _inventory.RELEASES
+    )
+    for name, states, _what in _inventory.VERSIONS:
+        assert len(states) == len(_inventory.RELEASES), name

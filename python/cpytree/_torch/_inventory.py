@@ -362,6 +362,10 @@ def _load() -> tuple[Name, ...]:
 
 # The differences between torch releases cpytree branches on: (name, its
 # state in each of RELEASES, what cpytree does). Each is an optional row.
+# RELEASES: the major.minor of each supported release, written out (this
+# module loads at `import cpytree`; cpytree._releases need not):
+# tests/python/test_releases.py checks it against cpytree._releases and that
+# every row has a column per release.
 RELEASES = ("2.10", "2.11", "2.12", "2.13", "2.14", "2.15")
 _HT = "torch._dynamo.variables"
 VERSIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (

@@ -17,14 +17,18 @@ off, and why). status() says whether the release was tested (`is_tested`).
 
 from __future__ import annotations
 
+from .._releases import SUPPORTED
+
 __all__ = ["TESTED", "check_torch_version", "is_tested"]
 
 # The torch releases the `-m torch` suites passed on (their other patch
-# releases of the same minor change no pytree code). Measured 2026-11-27/28:
-# 2.12.1, 2.13.0, 2.14.1 and 2.15.0; 2.10.0 and 2.11.0 once tree_flatten_spec's
-# fast path realized the tree as their Dynamo does (graph inputs in torch's
-# order) and the suite test allowed torch's own break on 2.11.
-TESTED: tuple[str, ...] = ("2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0")
+# releases of the same minor change no pytree code): the supported releases,
+# as a release is supported only once they pass on it (cpytree._releases).
+# Measured 2026-11-27/28: 2.12.1, 2.13.0, 2.14.1 and 2.15.0; 2.10.0 and 2.11.0
+# once tree_flatten_spec's fast path realized the tree as their Dynamo does
+# (graph inputs in torch's order) and the suite test allowed torch's own
+# break on 2.11.
+TESTED: tuple[str, ...] = SUPPORTED
 
 
 def is_tested(version: str) -> bool:
