@@ -103,7 +103,7 @@ class SpecMatcher {
    public:
     Children(const Node* nodes, std::int64_t i, std::size_t leaf) : n_(nodes[i].arity) {
       if (n_ > kInline) heap_.resize(n_);
-      Child* c = data();
+      Child* c = first();
       std::size_t k = n_;
       ForEachChildReversed(nodes, i, [&](std::int64_t j) { c[--k].node = j; });
       for (std::size_t m = 0; m < n_; ++m) {
@@ -111,7 +111,7 @@ class SpecMatcher {
         leaf += static_cast<std::size_t>(nodes[c[m].node].num_leaves);
       }
     }
-    Child* data() { return n_ > kInline ? heap_.data() : inline_; }
+    Child* first() { return n_ > kInline ? heap_.data() : inline_; }
     std::size_t size() const { return n_; }
 
    private:
@@ -194,8 +194,8 @@ class SpecMatcher {
     }
     Children kids(nodes_, i, leaf);
     Children tkids(tn, ti, 0);
-    Child* c = kids.data();
-    Child* tc = tkids.data();
+    Child* c = kids.first();
+    Child* tc = tkids.first();
     for (std::size_t k = 0; k < kids.size(); ++k) {
       std::size_t slot = k;
       if (IsDictKind(n.kind)) {
@@ -286,7 +286,7 @@ class SpecMatcher {
     Tr::Visit(x, Counter{&count});
     if (count != n.arity) FailArity(n, count, path);
     Children kids(nodes_, i, leaf);
-    Tr::Visit(x, ChildMatcher{this, &n, spec_items, kids.data(), path});
+    Tr::Visit(x, ChildMatcher{this, &n, spec_items, kids.first(), path});
   }
 
   const TreeSpec* spec_;  // the spec matched against
