@@ -382,6 +382,36 @@ struct HasAccepts : std::false_type {};
 template <class Tr>
 struct HasAccepts<Tr, std::void_t<decltype(Tr::Accepts(NodeKind::kLeaf))>> : std::true_type {};
 
+// Whether spec node `n`, whose context items start at `items`, takes a C++
+// node with NodeTraits `Tr`: its kind (Tr::Accepts, else Tr::kKind) and, for
+// custom and namedtuple nodes, its type name (the node's first item).
+template <class Tr>
+bool TraitsAccept(const Node& n, const Value* items) {
+  bool accepted;
+  if constexpr (HasAccepts<Tr>::value) {
+    accepted = Tr::Accepts(n.kind);
+  } else {
+    accepted = n.kind == Tr::kKind;
+  }
+  if constexpr (Tr::kKind == NodeKind::kCustom || Tr::kKind == NodeKind::kNamedTuple) {
+    accepted = accepted && items[0].as_string() == Tr::TypeName();
+  }
+  return accepted;
+}
+
+// How mismatch messages name a C++ node with NodeTraits `Tr`: "a custom node
+// 'T'", "a namedtuple node 'T'", "a list node".
+template <class Tr>
+std::string TraitsNodeName() {
+  if constexpr (Tr::kKind == NodeKind::kCustom) {
+    return "a custom node " + Value(Tr::TypeName()).Repr();
+  } else if constexpr (Tr::kKind == NodeKind::kNamedTuple) {
+    return "a namedtuple node " + Value(Tr::TypeName()).Repr();
+  } else {
+    return std::string("a ") + BuiltinTypeName(Tr::kKind) + " node";
+  }
+}
+
 template <class L>
 class Unflattener;
 
@@ -511,27 +541,10 @@ class Unflattener {
       return Y(Build<typename Y::value_type>(i, path));
     } else if constexpr (kIsNode<Y>) {
       using Tr = NodeTraits<Y>;
-      bool accepted;
-      if constexpr (HasAccepts<Tr>::value) {
-        accepted = Tr::Accepts(n.kind);
-      } else {
-        accepted = n.kind == Tr::kKind;
-      }
-      if constexpr (Tr::kKind == NodeKind::kCustom || Tr::kKind == NodeKind::kNamedTuple) {
-        accepted = accepted && items_[n.ctx].as_string() == Tr::TypeName();
-      }
-      if (!accepted) {
-        std::string want;
-        if constexpr (Tr::kKind == NodeKind::kCustom) {
-          want = "a custom node " + Value(Tr::TypeName()).Repr();
-        } else if constexpr (Tr::kKind == NodeKind::kNamedTuple) {
-          want = "a namedtuple node " + Value(Tr::TypeName()).Repr();
-        } else {
-          want = std::string("a ") + BuiltinTypeName(Tr::kKind) + " node";
-        }
-        throw StructureError(
-            "expected " + want + ", the spec has " + DescribeNode(n, items_ + n.ctx),
-            KeyPathStep::Format(path));
+      if (!TraitsAccept<Tr>(n, items_ + n.ctx)) {
+        throw StructureError("expected " + TraitsNodeName<Tr>() + ", the spec has " +
+                                 DescribeNode(n, items_ + n.ctx),
+                             KeyPathStep::Format(path));
       }
       NodeBuilder<L> b(this, i, path);
       Y y = Tr::Build(b);

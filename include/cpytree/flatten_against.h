@@ -254,25 +254,9 @@ class SpecMatcher {
     using Tr = NodeTraits<X>;
     const Node& n = nodes_[i];
     const Value* spec_items = items_ + n.ctx;
-    bool accepted;
-    if constexpr (HasAccepts<Tr>::value) {
-      accepted = Tr::Accepts(n.kind);
-    } else {
-      accepted = n.kind == Tr::kKind;
-    }
-    if constexpr (Tr::kKind == NodeKind::kCustom || Tr::kKind == NodeKind::kNamedTuple) {
-      accepted = accepted && spec_items[0].as_string() == Tr::TypeName();
-    }
-    if (!accepted) {
-      std::string got;
-      if constexpr (Tr::kKind == NodeKind::kCustom || Tr::kKind == NodeKind::kNamedTuple) {
-        got =
-            std::string(Tr::kKind == NodeKind::kCustom ? "a custom node " : "a namedtuple node ") +
-            Value(Tr::TypeName()).Repr();
-      } else {
-        got = std::string("a ") + BuiltinTypeName(Tr::kKind) + " node";
-      }
-      Fail("the spec has " + DescribeNode(n, spec_items) + ", the value is " + got, path);
+    if (!TraitsAccept<Tr>(n, spec_items)) {
+      Fail("the spec has " + DescribeNode(n, spec_items) + ", the value is " + TraitsNodeName<Tr>(),
+           path);
     }
     if constexpr (Tr::kKind == NodeKind::kCustom) {
       Value context(Tr::Context(x));
