@@ -17,8 +17,8 @@ the lines of dated records that say what a file was called "at the time".
 
 from __future__ import annotations
 
+import os
 import re
-import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,11 +50,19 @@ def documents(root: Path) -> list[Path]:
     return [root / "README.md", root / "CONTRIBUTING.md", *sorted((root / "docs").glob("*.md"))]
 
 
+# Folders of a checkout that hold no source of ours (outputs, environments).
+NOT_SOURCE = {".git", ".venv", "build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache"}
+
+
 def repository_files(root: Path) -> list[str]:
-    out = subprocess.run(
-        ["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True
-    ).stdout
-    return out.split()
+    """The checkout's files, relative to `root` (no git: the test also runs in
+    interpreters' folders that have none, e.g. Debian sid's)."""
+    found = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in NOT_SOURCE]
+        base = Path(folder).relative_to(root)
+        found += [(base / name).as_posix() for name in names]
+    return found
 
 
 def resolve(root: Path, doc: Path, path: str, names: dict[str, list[str]]) -> list[Path]:
