@@ -9,7 +9,8 @@ For each operation (success and error paths), after a warm-up:
   involved (exactly unchanged);
 * then, under ``tracemalloc`` and after ``TRACED_SETTLE`` calls that let the
   interpreter's freelists and caches settle, ``N_TRACED`` more iterations:
-  traced memory may grow by at most ``TRACED_SLACK`` bytes.
+  traced memory may grow by at most ``TRACED_SLACK_PER_CALL`` bytes a call
+  (at least ``TRACED_SLACK_MIN`` in all).
 
 The pure-Python reference cannot leak C references; it runs a tenth of the
 iterations to keep the suite quick (override both with
@@ -31,7 +32,14 @@ import support
 from trees import DC, Cfg, Leaf, Pair, Point
 
 WARMUP = 2_000
-TRACED_SLACK = 16 * 1024  # bytes of traced growth over N_TRACED calls (half in each half)
+# Traced growth allowed over N_TRACED calls (half in each half of the window):
+# 3 bytes a call, at least 16 KB. The smallest leak there is, one object a
+# call, is at least 16 bytes a call; at 16 KB flat the engine's 10,000 calls
+# allowed 1.6 bytes a call, and the interpreter's own caches crossed that
+# once on CPython 3.14 (8,200 bytes in each 5,000-call half of tree_map_nary,
+# in a full test-pythons run; not reproduced alone or in three reruns).
+TRACED_SLACK_PER_CALL = 3
+TRACED_SLACK_MIN = 16 * 1024
 TRACED_SETTLE = 1_000  # traced calls before the traced window (see check_no_leak)
 BLOCKS_SLACK = 500  # pymalloc blocks (freelists, caches settling)
 RSS_SLACK = 2 * 1024 * 1024  # bytes; a 20-byte C++ leak per call is 2 MB
@@ -416,7 +424,8 @@ def check_no_leak(fn, n, n_traced, rss=True):
         assert rss_after - rss_before < RSS_SLACK, (
             f"RSS grew by {(rss_after - rss_before) / 1e6:.1f} MB over {n} calls"
         )
-    assert traced_growth < TRACED_SLACK // 2, (
+    slack = max(TRACED_SLACK_MIN, TRACED_SLACK_PER_CALL * n_traced)
+    assert traced_growth < slack // 2, (
         f"traced memory grew by {traced_growth} bytes over {n_traced // 2} calls "
         f"(in each half of the window)"
     )
@@ -524,3 +533,19 @@ def test_interning_returns_references(engine):
     gc.collect()
     assert engine._C._intern_table_size() == table_before
     assert [sys.getrefcount(o) for o in keys + ctxs] == before
+
+
+def test_one_object_a_call_is_a_leak() -> None:
+    """The traced check alone finds the smallest leak: one object kept a call
+    (kept only while tracing, so the allocated-blocks check cannot see it)."""
+    kept: list[object] = []
+
+    def leaky() -> None:
+        if tracemalloc.is_tracing():
+            kept.append(object())
+
+    if SANITIZED:
+        pytest.skip("sizes are not checked under a sanitizer")
+    with pytest.raises(AssertionError, match=r"^traced memory grew by \d+ bytes over 5000 calls"):
+        check_no_leak(leaky, 20_000, 10_000, rss=False)
+    check_no_leak(lambda: None, 20_000, 10_000, rss=False)
