@@ -10,7 +10,8 @@ include/cpytree, ...); a bare file name with a `:symbol` (`walk.cc:Visit`)
 against the repository's files of that name (one of them must have the
 symbol). A bare name alone (`__init__.py`, torch's `test_pytree.py`, a
 user's `train.py`) is not checked. Left out: torch's and CPython's own trees
-(`torch/...`, `test/...`, `PC/...`), build outputs (`build/...`, `/tmp`), and
+(`torch/...`, `test/...`, `PC/...`), the machine's `../shared/` folder, build
+outputs (`build/...`, `/tmp`), and
 the lines of dated records that say what a file was called "at the time".
 """
 
@@ -27,7 +28,10 @@ REF = re.compile(
     r"(?<![\w/.$~-])((?:\.\./)?(?:[\w.-]+/)*[\w-]+\.(?:" + SUFFIXES + r"))\b"
     r"(?::([A-Za-z_]\w*(?:\.\w+)*|\d+(?:-\d+)?))?"
 )
-EXTERNAL = ("torch/", "test/", "functorch/", "PC/", "tmp/", "build/", "Lib/", "Include/")
+EXTERNAL = (
+    "torch/", "test/", "functorch/", "PC/", "tmp/", "build/", "Lib/", "Include/",
+    "../shared/",  # the machine's shared folder beside the checkout, not the repository
+)  # fmt: skip
 SOURCE_ROOTS = (
     "",
     "python/",
