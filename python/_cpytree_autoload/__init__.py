@@ -26,7 +26,7 @@ import sys
 __all__ = ["autoload"]
 
 # The values of CPYTREE_INSTALL that switch autoload off; the same set as
-# cpytree._torch._autoload._OFF (tests/python/test_autoload.py checks it).
+# cpytree._torch_link._switch._OFF (tests/python/test_autoload.py checks it).
 _OFF = frozenset({"0", "false", "no", "off"})
 
 # The script torch's SubprocPool runs as its compile-worker sidecar.

@@ -21,6 +21,7 @@ and ``LeafSpec()`` give this module's TreeSpec (the C++ one when active).
 
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -353,17 +354,47 @@ def _is_leaf(tree: PyTree, is_leaf: Callable[[PyTree], bool] | None = None) -> b
     return tree_is_leaf(tree, is_leaf=is_leaf)
 
 
-# torch integration (python/cpytree/_torch): install() / uninstall() swap torch's
-# pytree functions for this module's. `import torch` installs (the entry point
-# of _torch/_autoload.py); CPYTREE_INSTALL=1 also installs at `import cpytree`.
-from ._torch import (  # noqa: E402
-    follow_torch_registry as _follow_torch_registry,
-    install as install,
-    is_installed as is_installed,
-    status as status,
-    uninstall as uninstall,
-)
-from ._torch._autoload import install_at_import as _install_at_import  # noqa: E402
+# torch integration. Below this face, `_torch_link`: torch's registrations
+# count here too from now on, without install(). Above it, `_torch`, loaded by
+# the first install() / status(), which is handed this module: install() and
+# uninstall() swap torch's pytree functions for this module's. `import torch`
+# installs (the entry point, _torch/_autoload.py); CPYTREE_INSTALL=1 also
+# installs at `import cpytree`.
+from ._torch_link import follow_torch_registry as _follow_torch_registry  # noqa: E402
+from ._torch_link._switch import install_at_import as _install_at_import  # noqa: E402
 
-_follow_torch_registry()  # torch's registrations count here too, without install()
-_install_at_import()
+
+def install(*, rebind_imports: bool = True) -> None:
+    """Make torch's pytree functions cpytree's C++ ones (docs/torch_install.md).
+
+    Idempotent: a second call while installed does nothing. With the
+    pure-Python fallback engine there is nothing to gain, so install() warns
+    and leaves torch alone. Raises ImportError when torch is not installed.
+    """
+    from . import _torch
+
+    _torch.install(sys.modules[__name__], rebind_imports=rebind_imports)
+
+
+def uninstall() -> None:
+    """Undo install() exactly (a no-op when not installed)."""
+    torch_room = sys.modules.get(f"{__name__}._torch")  # not loaded: never installed
+    if torch_room is not None:
+        torch_room.uninstall()
+
+
+def is_installed() -> bool:
+    """Whether install() is in effect."""
+    torch_room = sys.modules.get(f"{__name__}._torch")
+    return torch_room is not None and bool(torch_room.is_installed())
+
+
+def status() -> dict[str, Any]:
+    """What cpytree does to the loaded torch (never imports torch; docs/torch_install.md)."""
+    from . import _torch
+
+    return _torch.status()
+
+
+_follow_torch_registry(frozenset(BUILTIN_TYPES))
+_install_at_import(install)

@@ -17,7 +17,7 @@
         ...
 
 The last section imports torch and torch._dynamo to check the inventory
-(`cpytree._torch._inventory`) against them: each part and each Dynamo fast
+(`cpytree._torch_link._inventory`) against them: each part and each Dynamo fast
 path is "on" or "off" with the names torch moved; while install() is in
 effect it shows what install() applied (`cpytree.status()`). `--brief`
 skips that section (and never imports torch unless CPYTREE_INSTALL asks).
@@ -55,7 +55,8 @@ def _fence_lines(version: str) -> list[str]:
     """Each part of cpytree's torch integration and each Dynamo fast path: on, or why off."""
     import torch._dynamo  # noqa: F401 - the inventory is checked against it
 
-    from cpytree._torch import _inventory, status
+    from cpytree import status
+    from cpytree._torch_link import _inventory
 
     state = status()
     parts = [

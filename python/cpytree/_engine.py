@@ -75,7 +75,7 @@ def set_constant_types(torch_constant_node: type | None = None) -> None:
     """hash(spec) follows torch: a constant's context hashes by its value.
 
     cpytree's ConstantNode from `import cpytree`; torch's too once its registry
-    is followed (`_torch/_follow.py`).
+    is followed (`_torch_link/_follow.py`).
     """
     if C is not None:
         extra = () if torch_constant_node is None else (torch_constant_node,)

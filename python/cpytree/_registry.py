@@ -178,7 +178,7 @@ def _store_node(
 def _store_copies(rows: list[tuple[type[Any], Any, Any, Any, str | None, Any, Any, bool]]) -> None:
     """`_store_node(*row[:7], constant=row[7], warn_overwrite=False)` for each row, in order.
 
-    For copying a whole registry at once (`_torch._registry`, ~100 types when
+    For copying a whole registry at once (`_torch_link._sync`, ~100 types when
     `import cpytree` finds torch loaded): the same tables and hook calls,
     without a call of `_store_node` per type. A row whose dumpable-context
     pair is invalid goes through `_store_node` (which raises).

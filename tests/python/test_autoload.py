@@ -260,6 +260,6 @@ def test_python_m_cpytree_after_import_torch(tmp_path):
 def test_the_entry_point_package_switches_off_as_cpytree_does():
     # _cpytree_autoload decides "off" before importing cpytree: the same values.
     import _cpytree_autoload
-    from cpytree._torch import _autoload
+    from cpytree._torch_link import _switch
 
-    assert _cpytree_autoload._OFF == _autoload._OFF
+    assert _cpytree_autoload._OFF == _switch._OFF

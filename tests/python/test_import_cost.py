@@ -156,11 +156,11 @@ IMPORTED = [
     "cpytree._names",  # the table of names (__all__)
     "cpytree._nodes",
     "cpytree._registry",
-    "cpytree._torch",
-    "cpytree._torch._autoload",  # CPYTREE_INSTALL's one reader; torch's entry point loads it anyway
-    "cpytree._torch._follow",
-    "cpytree._torch._inventory",  # the registry link checks its names first
-    "cpytree._torch._registry",
+    "cpytree._torch_link",  # below the face; install()'s cpytree._torch loads on first use
+    "cpytree._torch_link._follow",
+    "cpytree._torch_link._inventory",  # the registry link checks its names first
+    "cpytree._torch_link._switch",  # CPYTREE_INSTALL's one reader
+    "cpytree._torch_link._sync",
 ]
 
 
@@ -184,14 +184,14 @@ def test_import_and_install_compile_nothing_and_load_what_they_need() -> None:
         at_import = list(compiled)
         cpytree.install()
         at_install = compiled[len(at_import):]
-        inventory = "cpytree._torch._inventory" in sys.modules
-        rows = "INVENTORY" in vars(sys.modules["cpytree._torch._inventory"])
+        inventory = "cpytree._torch_link._inventory" in sys.modules
+        rows = "INVENTORY" in vars(sys.modules["cpytree._torch_link._inventory"])
         import torch._dynamo
         from cpytree._torch import status
         print(json.dumps({"imported": imported, "at_import": at_import, "at_install": at_install,
-                          "inventory": [inventory, "cpytree._torch._inventory" in sys.modules],
+                          "inventory": [inventory, "cpytree._torch_link._inventory" in sys.modules],
                           "dynamo_rows": [rows, "INVENTORY" in vars(sys.modules[
-                              "cpytree._torch._inventory"])],
+                              "cpytree._torch_link._inventory"])],
                           "dynamo": status()["dynamo"]}))
         """
     )
@@ -209,7 +209,7 @@ def test_inventory_builds_the_dynamo_rows_on_first_use() -> None:
     res = _child(
         """
         import json
-        from cpytree._torch import _inventory as inv
+        from cpytree._torch_link import _inventory as inv
         def gone(name):
             raise ImportError(name)
         inv.import_module = gone  # a torch without these modules (and none imported)
@@ -380,7 +380,7 @@ def test_namedtuples_behave_as_typing_namedtuple() -> None:
     # behave as the typing.NamedTuple of the same fields.
     from cpytree._derived import Derived
     from cpytree._registry import NodeDef, _SerializeNodeDef
-    from cpytree._torch._registry import _Entry
+    from cpytree._torch_link._sync import _Entry
 
     for cls in (NodeDef, _SerializeNodeDef, Derived, _Entry):
         ours = _namedtuple_behaviour(cls)

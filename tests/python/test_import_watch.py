@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cpytree._torch._import_watch import ImportWatcher
+from cpytree._torch_link._import_watch import ImportWatcher
 
 
 class _Spy(ImportWatcher):

@@ -1,4 +1,5 @@
-"""The package's layout: no import cycle among the modules of python/cpytree.
+"""The package's layout: no import cycle among the modules of python/cpytree,
+and no arrow up to the package's face from what the face itself loads.
 
 Read with ast from the files (nothing is imported): every `import`/`from ...
 import` of a cpytree module is an edge, except under `if TYPE_CHECKING:`.
@@ -40,34 +41,45 @@ def _import_nodes(body: list[ast.stmt], call_time: bool) -> list[ast.stmt]:
 def _imports(path: Path, package: Path, modules: set[str], call_time: bool) -> set[str]:
     name = _module_name(path, package)
     parent = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    edges: set[str] = set()
+    named: set[str] = set()  # the modules the statements name
     for node in _import_nodes(ast.parse(path.read_text()).body, call_time):
         if isinstance(node, ast.Import):
-            edges.update(alias.name for alias in node.names)
+            named.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = parent.rsplit(".", node.level - 1)[0] if node.level > 1 else parent
                 base = f"{anchor}.{base}" if base else anchor
-            edges.add(base)
-            edges.update(f"{base}.{alias.name}" for alias in node.names)
+            submodules = {f"{base}.{alias.name}" for alias in node.names} & modules
+            named.update(submodules)
+            if len(submodules) < len(node.names):  # a name of `base` itself
+                named.add(base)
     # Importing a submodule runs its packages' __init__ first; this module's own
-    # packages are already being imported when it runs, so they are no edge.
-    with_parents = set()
-    for edge in edges & modules:
-        parts = edge.split(".")
-        with_parents.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    # packages are already being imported when it runs, so those are no edge
+    # (`from .. import _engine`). A package it names itself is one (`import
+    # cpytree`, `from .. import install`): an arrow to that face.
     ancestors = {name.rsplit(".", i)[0] for i in range(1, name.count(".") + 1)}
-    return (with_parents & modules) - ancestors - {name}
+    edges: set[str] = set()
+    for module in named & modules:
+        parts = module.split(".")
+        edges.add(module)
+        edges.update(
+            p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if p not in ancestors
+        )
+    return (edges & modules) - {name}
 
 
 def import_graph(package: Path = PACKAGE, call_time: bool = False) -> dict[str, set[str]]:
     """Module -> the modules of `package` it imports (at import time, or at any time)."""
     paths = sorted(package.rglob("*.py"))
     modules = {_module_name(path, package) for path in paths}
-    return {
-        _module_name(path, package): _imports(path, package, modules, call_time) for path in paths
-    }
+    # Extension modules (their stubs: `_C.pyi`) are modules too, not names of a package.
+    modules |= {_module_name(path, package) for path in package.rglob("*.pyi")}
+    graph = {_module_name(path, package): set[str]() for path in package.rglob("*.pyi")}
+    graph.update(
+        {_module_name(path, package): _imports(path, package, modules, call_time) for path in paths}
+    )
+    return graph
 
 
 def _reaches(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -88,6 +100,34 @@ def cycles(graph: dict[str, set[str]]) -> dict[str, list[str]]:
         for module, deps in graph.items()
     }
     return {module: deps for module, deps in found.items() if deps}
+
+
+def arrows_up(package: Path = PACKAGE) -> list[str]:
+    """The modules the package's face loads when imported that import the face
+    back, at import or at call time: each an arrow up (what sits below the
+    face takes what it needs as arguments, from the face's caller)."""
+    face = package.name
+    below = _reaches(import_graph(package), face)
+    any_time = import_graph(package, call_time=True)
+    return sorted(module for module in below if face in any_time[module])
+
+
+def test_nothing_below_the_face_imports_it() -> None:
+    assert arrows_up() == []
+
+
+def test_an_arrow_up_is_found(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "low").mkdir(parents=True)
+    (package / "__init__.py").write_text("from . import low, side\n")
+    (package / "side.py").write_text("from .low import f\n")
+    (package / "low" / "__init__.py").write_text("from .. import side\ndef f():\n    import pkg\n")
+    (package / "above.py").write_text("import pkg\n")  # not loaded by the face: above it
+    assert arrows_up(package) == ["pkg.low"]
+    (package / "low" / "__init__.py").write_text("from .. import side\n")
+    assert arrows_up(package) == []
+    (package / "side.py").write_text("def g():\n    from . import install\n")
+    assert arrows_up(package) == ["pkg.side"]
 
 
 def test_no_import_cycle() -> None:

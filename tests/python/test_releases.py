@@ -242,7 +242,8 @@ def test_the_scripts_name_the_supported_releases() -> None:
 
 
 def test_the_inventory_has_a_column_per_release() -> None:
-    from cpytree._torch import _inventory, _versions
+    from cpytree._torch import _versions
+    from cpytree._torch_link import _inventory
 
     assert _versions.TESTED == _releases.SUPPORTED
     assert (

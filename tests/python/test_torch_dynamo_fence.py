@@ -28,9 +28,9 @@ import torch.fx._pytree
 import torch.utils._pytree as tp
 
 import cpytree
-from cpytree._torch import _inventory
-from cpytree._torch._inventory import INVENTORY, VERSIONS
 from cpytree._torch._signature import engine_of
+from cpytree._torch_link import _inventory
+from cpytree._torch_link._inventory import INVENTORY, VERSIONS
 from cpytree.harness.studies.dynamo_probe import counting_steps
 
 pytestmark = [

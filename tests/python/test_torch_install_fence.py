@@ -27,7 +27,8 @@ import torch
 import torch.utils._pytree as tp
 
 import cpytree
-from cpytree._torch import _inventory, _versions
+from cpytree._torch import _versions
+from cpytree._torch_link import _inventory
 
 pytestmark = [
     pytest.mark.torch,
@@ -102,7 +103,7 @@ def test_drift_seen_inside_import_torch_never_raises(name):
     res = _run(f"""
         import types, warnings, importlib
         import cpytree
-        from cpytree._torch import _inventory
+        from cpytree._torch_link import _inventory
         real = _inventory.import_module
         def drifted(module):
             found = real(module)
@@ -124,7 +125,7 @@ def test_failure_midway_through_attach_unwraps_and_never_raises():
     res = _run("""
         import warnings
         import cpytree
-        from cpytree._torch import _registry
+        from cpytree._torch_link import _sync as _registry
         def broken(self, classes):
             raise RuntimeError("boom")
         _registry.RegistrySync._copy_all = broken
@@ -196,7 +197,7 @@ def test_moved_interop_name_gives_spec_free_mode(monkeypatch):
 
 @pytest.mark.usefixtures("clean")
 def test_public_status():
-    assert cpytree.status is cpytree._torch.status
+    assert cpytree.status() == cpytree._torch.status()  # the face hands over to the room above it
     before = cpytree.status()
     assert before == {"installed": False, "torch": torch.__version__,
                       "tested": _versions.is_tested(torch.__version__),

@@ -28,7 +28,7 @@ import torch.utils._pytree as tp  # noqa: E402
 
 import cpytree  # noqa: E402
 import thirdparty_models as m  # noqa: E402  (registers with torch only)
-from cpytree._torch import _FOLLOWER  # noqa: E402
+from cpytree._torch_link import _FOLLOWER  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -391,7 +391,7 @@ def test_install_copies_what_torch_changed_behind_its_functions_since_attach():
         import json
         import torch.utils._pytree as tp
         import cpytree
-        from cpytree._torch import _FOLLOWER
+        from cpytree._torch_link import _FOLLOWER
 
         copies = _FOLLOWER.sync._copies
         batch = [c for c, copy in copies.items() if copy.seen is not None

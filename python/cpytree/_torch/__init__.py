@@ -9,10 +9,16 @@
 `torch.backends` entry point, `_autoload.py`: CPYTREE_INSTALL=0 opts out);
 `CPYTREE_INSTALL=1` also installs at `import cpytree`.
 
+This package sits above the package's face: `import cpytree` does not load
+it; the face's install(), uninstall() and status() do, and install() is
+handed the face (its functions are what torch gets). What `import cpytree`
+needs of torch (following its registry, the inventory of its private names)
+is `cpytree._torch_link`, below the face.
+
 What install() does, in order (uninstall() undoes each step):
 
 1. Registries: torch's and cpytree's become one while installed
-   (`_registry.RegistrySync.join()`, the link that follows torch's registry
+   (`_torch_link._sync.RegistrySync.join()`, the link that follows torch's registry
    from `import cpytree` on, joined both ways): every type either knows is a
    node in both, and every later (de)registration through either API
    reaches the other.
@@ -47,14 +53,13 @@ import warnings
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from .. import _engine
-from ._follow import TorchRegistryFollower
-from ._registry import RegistrySync
+from .. import _engine, _torch_link
 
 # What only install() and uninstall() use is imported there, on first use, so
 # `import cpytree` does not load it (Dynamo hooks, spec interop, version
 # table, attribute patches).
 if TYPE_CHECKING:
+    from .._torch_link._sync import RegistrySync
     from . import dynamo as _dynamo
     from ._patch import Patches
 
@@ -165,7 +170,7 @@ def status() -> dict[str, Any]:
         from . import _versions
 
         tested = _versions.is_tested(version)
-    follower = _FOLLOWER
+    follower = _torch_link.follower()
     if follower is not None and follower.following():
         registry = "following"
     elif follower is not None and follower.failure():
@@ -249,19 +254,19 @@ def _why_not(kind: str, fast: Any, original: Any, blockers: dict[str, str | None
     return blockers.get(kind)
 
 
-def install(*, rebind_imports: bool = True) -> None:
-    """Make torch's pytree functions cpytree's C++ ones (see the module docstring).
+def install(cpytree: ModuleType, *, rebind_imports: bool = True) -> None:
+    """Make torch's pytree functions `cpytree`'s C++ ones (see the module docstring).
 
-    Idempotent: a second call while installed does nothing. With the
-    pure-Python fallback engine there is nothing to gain, so install() warns
-    and leaves torch alone. Raises ImportError when torch is not installed.
+    `cpytree` is the package's face, which calls this (`cpytree.install()`)
+    and hands itself in: its functions are what torch gets. Idempotent: a
+    second call while installed does nothing. With the pure-Python fallback
+    engine there is nothing to gain, so install() warns and leaves torch
+    alone. Raises ImportError when torch is not installed.
     """
     global _state, _refused
     with _LOCK:
         if _state is not None:
             return
-        import cpytree
-
         if cpytree.ENGINE != "cpp":
             warnings.warn(
                 "cpytree.install(): the C++ engine is not available; torch left unchanged.",
@@ -271,7 +276,8 @@ def install(*, rebind_imports: bool = True) -> None:
             return
         import torch.utils._pytree as tp
 
-        from . import _inventory, _spec_interop, dynamo as _dynamo
+        from .._torch_link import _inventory
+        from . import _spec_interop, dynamo as _dynamo
         from ._patch import Patches
         from ._signature import engine_of
 
@@ -279,7 +285,7 @@ def install(*, rebind_imports: bool = True) -> None:
         moved = [str(name) for name in _inventory.missing("install")]
         # Following torch's registry already, unless torch was still loading
         # at `import cpytree`: then from now on (attach() checks its names).
-        follower = follow_torch_registry()
+        follower = _torch_link.follow_torch_registry(frozenset(cpytree.BUILTIN_TYPES))
         if not moved:
             follower.attach()
         if moved or not follower.following():
@@ -424,22 +430,3 @@ def uninstall() -> None:
             RuntimeWarning,
             stacklevel=2,
         )
-
-
-# Follows torch's registry from cpytree's import on (`follow_torch_registry`).
-_FOLLOWER: TorchRegistryFollower | None = None
-
-
-def follow_torch_registry() -> TorchRegistryFollower:
-    """Make cpytree honour torch.utils._pytree's registrations, now or once torch loads.
-
-    Called when cpytree is imported; needs no install() and never imports torch.
-    """
-    global _FOLLOWER
-    with _LOCK:
-        if _FOLLOWER is None:
-            import cpytree
-
-            _FOLLOWER = TorchRegistryFollower(frozenset(cpytree.BUILTIN_TYPES))
-            _FOLLOWER.start()
-        return _FOLLOWER

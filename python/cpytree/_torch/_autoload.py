@@ -38,30 +38,16 @@ import os
 import sys
 import warnings
 
-__all__ = ["ENTRY_POINT", "autoload", "describe", "install_at_import", "setting"]
+from .._torch_link._switch import ENV_VAR, TORCH_ENV_VAR, setting, torch_calls_entry_points
+
+__all__ = ["ENTRY_POINT", "autoload", "describe", "setting"]
 
 # The entry point pyproject.toml declares (tests/python/test_autoload.py checks they agree).
 ENTRY_POINT = ("cpytree", "_cpytree_autoload:autoload")
-ENV_VAR = "CPYTREE_INSTALL"
-TORCH_ENV_VAR = "TORCH_DEVICE_BACKEND_AUTOLOAD"
-_OFF = frozenset({"0", "false", "no", "off"})
 
 # What the last autoload() call did ("installed", or why not): for describe().
 _outcome: str | None = None
 _warned = False
-
-
-def setting() -> str:
-    """CPYTREE_INSTALL as a switch: "on", "off", or "" (unset or empty: the default)."""
-    value = os.environ.get(ENV_VAR, "").strip().lower()
-    if not value:
-        return ""
-    return "off" if value in _OFF else "on"
-
-
-def torch_calls_entry_points() -> bool:
-    """torch's own test (`_is_device_backend_autoload_enabled`): the variable is "1" or unset."""
-    return os.getenv(TORCH_ENV_VAR, "1") == "1"
 
 
 def _install_running() -> bool:
@@ -110,27 +96,6 @@ def _warn_failed(error: Exception) -> None:
         warnings.warn(
             f"cpytree: install() at `import torch` failed ({type(error).__name__}: {error}); "
             f"torch's pytree is left as it was. {ENV_VAR}=0 turns this autoload off.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-
-
-def install_at_import() -> None:
-    """`import cpytree`'s step: install() if CPYTREE_INSTALL is on (1, true, yes, on)."""
-    if setting() != "on":
-        return
-    torch = sys.modules.get("torch")
-    importing = getattr(getattr(torch, "__spec__", None), "_initializing", False)
-    if importing and torch_calls_entry_points():
-        return  # torch is loading this package through the entry point: autoload() installs
-    from . import install
-
-    try:
-        install()
-    except ImportError as error:
-        warnings.warn(
-            f"{ENV_VAR}={os.environ[ENV_VAR]}: torch could not be imported ({error}); "
-            "nothing installed.",
             RuntimeWarning,
             stacklevel=3,
         )

@@ -2,7 +2,7 @@
 
 Every piece of cpytree that touches torch._dynamo lives in this package, and
 every private torch name it reads, writes or patches is listed in
-`cpytree._torch._inventory.INVENTORY` (differences between torch releases in
+`cpytree._torch_link._inventory.INVENTORY` (differences between torch releases in
 its `VERSIONS`), checked before the code using it is imported; each fast
 path of `_trackers` is fenced on its own (`_inventory.PATHS`).
 
@@ -37,12 +37,12 @@ from ._hooks import DynamoDrift, DynamoHooks, warn_failed
 # The inventory loads on first use (DynamoHooks applies it once Dynamo is
 # imported): install() before Dynamo does not pay for building it.
 if TYPE_CHECKING:
-    from .._inventory import INVENTORY, VERSIONS
+    from ..._torch_link._inventory import INVENTORY, VERSIONS
 else:  # a module __getattr__ would make every name valid to mypy
 
     def __getattr__(name: str) -> Any:
         if name in ("INVENTORY", "VERSIONS"):
-            from .. import _inventory
+            from ..._torch_link import _inventory
 
             return getattr(_inventory, name)
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .._inventory import FUNCTION_PATHS, PATHS
+from ..._torch_link._inventory import FUNCTION_PATHS, PATHS
 
 
 def torch_name(module: str, name: str) -> Any:

@@ -44,7 +44,7 @@ def _inlining_realizes_first_argument() -> bool:
     before the compiled code's next read. 2.12+ peeks at a lazy tracker's
     type instead (`peek_type`) and leaves it lazy (VERSIONS).
     """
-    from .._inventory import lookup
+    from ..._torch_link._inventory import lookup
 
     method = lookup("torch._dynamo.symbolic_convert",
                     "InliningInstructionTranslator.build_inline_tracer")  # VERSIONS  # fmt: skip

@@ -28,13 +28,13 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._follow import is_loaded
-from .._import_watch import ImportWatcher
+from ..._torch_link._follow import is_loaded
+from ..._torch_link._import_watch import ImportWatcher
 
 # The inventory loads when the hooks are applied (Dynamo imported), not at
 # install(): building its table was a fifth of install()'s cost.
 if TYPE_CHECKING:
-    from .. import _inventory
+    from ..._torch_link import _inventory
 
 __all__ = ["DynamoDrift", "DynamoHooks", "warn_failed"]
 
@@ -130,7 +130,7 @@ class DynamoHooks:
         self._applied = True
         required = ["substitute"] if self._functions else []
         required += ["spec"] if self._spec_type is not None else []
-        from .. import _inventory
+        from ..._torch_link import _inventory
 
         moved = [name for layer in required for name in _inventory.missing(layer)]
         if moved:

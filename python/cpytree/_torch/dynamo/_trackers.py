@@ -98,7 +98,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._inventory import FUNCTION_PATHS
+from ..._torch_link._inventory import FUNCTION_PATHS
 from ._build import unflatten, with_paths
 from ._fence import ListVariable, TupleVariable, UserFunctionVariable, ValueMutationNew, on
 from ._spec_methods import SpecVariable, constant_spec

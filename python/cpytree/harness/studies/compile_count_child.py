@@ -133,7 +133,7 @@ def _wrap_import_watch() -> None:
     one call per import while one waits); their instructions stay in the
     phase of the import (a dump per call made the run several times slower).
     The Dynamo hooks' callback runs inside "dynamo layer"."""
-    watch = sys.modules.get("cpytree._torch._import_watch")
+    watch = sys.modules.get("cpytree._torch_link._import_watch")
     if watch is None:
         return
     cls = watch.ImportWatcher

@@ -164,7 +164,7 @@ _EARLY_LAYERS = frozenset({"registry", "install", "interop", "watch"})
 
 # fmt: off
 _EARLY: tuple[Name, ...] = (
-    # --- registry: the link that follows torch's registry (_registry.py, _follow.py)
+    # --- registry: the link that follows torch's registry (_sync.py, _follow.py)
     Name(_TP, "_private_register_pytree_node", "patch", "registry"),
     Name(_TP, "_deregister_pytree_node", "patch", "registry"),
     Name(_TP, "register_constant", "patch", "registry"),

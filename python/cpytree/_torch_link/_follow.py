@@ -25,7 +25,7 @@ The rules (docs/torch_install.md, "Registries"):
 * cpytree's own registrations never reach torch, unless install() is active
   (`RegistrySync.join()` then joins the registries both ways).
 
-The copying itself is `_registry.RegistrySync`, the one link between the
+The copying itself is `_sync.RegistrySync`, the one link between the
 two registries, which install() also uses to join them both ways; this
 module only attaches it, now or once torch's pytree module has loaded.
 """
@@ -37,7 +37,7 @@ import warnings
 from typing import TYPE_CHECKING
 
 from .. import _engine
-from ._registry import RegistrySync
+from ._sync import RegistrySync
 
 if TYPE_CHECKING:
     from ._import_watch import ImportWatcher
