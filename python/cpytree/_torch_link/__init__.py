@@ -1,6 +1,6 @@
 """The link to torch that `import cpytree` needs, below the package's face.
 
-Two things, neither of which needs torch's compiler nor imports torch:
+Three things, none of which needs torch's compiler or imports torch:
 
 * following torch's pytree registry (`follow_torch_registry`): from
   `import cpytree` on, every type registered with `torch.utils._pytree` is
