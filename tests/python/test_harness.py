@@ -511,3 +511,20 @@ def test_runtime_unknown_case(tmp_path: Path) -> None:
         capture_output=True, text=True, env=_env(), timeout=120, check=False,
     )  # fmt: skip
     assert proc.returncode == 2 and "unknown runtime case(s): nope" in proc.stderr
+
+
+def test_peers_name_custom_children_in_key_paths() -> None:
+    """flatten-paths compares equal work: jax names a registered node's
+    children through the same user function as torch (`flatten_with_keys`),
+    instead of numbering them, and plain flatten keeps the plain function."""
+    jtu = pytest.importorskip("jax.tree_util")
+    from cpytree.harness.ops.backends import _load_jax
+    from cpytree.harness.ops.workloads import ModuleNode
+
+    assert _load_jax().available
+    node = ModuleNode(("conv", "bn"), (1, [2]))
+    paths, _ = jtu.tree_flatten_with_path(node)
+    assert paths == [((jtu.DictKey("conv"),), 1), ((jtu.DictKey("bn"), jtu.SequenceKey(0)), 2)]
+    leaves, treedef = jtu.tree_flatten(node)
+    assert leaves == [1, 2]
+    assert jtu.tree_unflatten(treedef, leaves) == node

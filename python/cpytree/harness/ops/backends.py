@@ -420,11 +420,16 @@ def _load_jax() -> Backend:
         return _missing("jax", exc)
     for node in CUSTOM_NODES:
         if ("jax", node.cls) not in _REGISTERED:
+            # With keys, as torch registers them: key paths name each child
+            # through the same user function (`flatten_with_keys`, here with
+            # jax's DictKey), so flatten-paths compares equal work; plain
+            # flatten still uses `node.flatten`.
             with contextlib.suppress(ValueError):  # registered earlier in this process
-                jtu.register_pytree_node(
+                jtu.register_pytree_with_keys(
                     node.cls,
-                    node.flatten,
+                    node.flatten_with_keys(jtu.DictKey),
                     lambda aux, children, _u=node.unflatten: _u(children, aux),
+                    node.flatten,
                 )
             _REGISTERED.add(("jax", node.cls))
     version = getattr(sys.modules.get("jax"), "__version__", "?")
