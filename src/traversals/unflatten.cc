@@ -63,31 +63,38 @@ namespace {
 // with an exception set.
 template <class LeafAt>
 PyObject* UnflattenWith(SpecView v, LeafAt&& leaf_at) {
-  absl::InlinedVector<PyObject*, 64> stack;                          // owned references
-  stack.reserve(static_cast<std::size_t>(v.root().num_leaves) + 8);  // one allocation at most
+  // Owned references, stack[0:top]. Every node pushes one value and a node
+  // pops its children first, so the stack never holds more than num_nodes:
+  // sized once, it is indexed directly (no size bookkeeping per node, which
+  // dominated the engine's share on deep chains).
+  absl::InlinedVector<PyObject*, 64> storage(static_cast<std::size_t>(v.num_nodes));
+  PyObject** stack = storage.data();
+  std::size_t top = 0;
+  auto release_stack = [&] {
+    for (std::size_t k = 0; k < top; ++k) Py_DECREF(stack[k]);
+  };
   std::int64_t next_leaf = 0;
   for (std::int64_t i = 0; i < v.num_nodes; ++i) {
     const Node& node = v.nodes[i];
     if (node.kind == NodeKind::kLeaf) {
       PyObject* leaf = leaf_at(next_leaf++);
       if (leaf == nullptr) {
-        for (PyObject* o : stack) Py_DECREF(o);
+        release_stack();
         return nullptr;
       }
       Py_INCREF(leaf);
-      stack.push_back(leaf);
+      stack[top++] = leaf;
       continue;
     }
-    std::size_t base = stack.size() - node.arity;
-    PyObject* built = BuildNode(node, v.items + node.ctx, stack.data() + base);
-    stack.resize(base);  // BuildNode consumed the children
+    top -= node.arity;  // BuildNode consumes the children, stack[top:top+arity]
+    PyObject* built = BuildNode(node, v.items + node.ctx, stack + top);
     if (built == nullptr) {
-      for (PyObject* o : stack) Py_DECREF(o);
+      release_stack();
       return nullptr;
     }
-    stack.push_back(built);
+    stack[top++] = built;
   }
-  CPYTREE_CHECK(stack.size() == 1, nullptr);
+  CPYTREE_CHECK(top == 1, nullptr);
   return stack[0];
 }
 
