@@ -302,6 +302,23 @@ def closest_peers(res: OpResults) -> dict[tuple[str, str], tuple[str, float]]:
     return closest
 
 
+# Marks a key-path cell of a workload with registered nodes: torch's API
+# makes the baseline run more of the user's code there than a peer does.
+USER_KEYS_MARK = "\u2020"
+USER_KEYS_NOTE = (
+    f"{USER_KEYS_MARK} key paths through registered nodes: torch's API has cpytree (as torch) "
+    "call each node's flatten function and its `flatten_with_keys_fn`, which builds one "
+    "`MappingKey` dataclass per child, in Python; optree numbers the children and jax calls "
+    "one function with its C++ `DictKey`. That user code is most of the cell's time."
+)
+
+
+def _user_keys(res: OpResults, workload: str, op: str) -> bool:
+    return op == "flatten-paths" and any(
+        w.name == workload and w.custom_nodes for w in res.workloads
+    )
+
+
 def _closest_rows(res: OpResults) -> tuple[list[str], list[list[str]], int]:
     closest = closest_peers(res)
     rows = []
@@ -309,10 +326,16 @@ def _closest_rows(res: OpResults) -> tuple[list[str], list[list[str]], int]:
         row = [w.name]
         for op in res.ops:
             hit = closest.get((w.name, op))
-            row.append(f"{fmt_ratio(hit[1])} {hit[0]}" if hit else "-")
+            mark = USER_KEYS_MARK if hit and _user_keys(res, w.name, op) else ""
+            row.append(f"{fmt_ratio(hit[1])} {hit[0]}{mark}" if hit else "-")
         rows.append(row)
     slower = sum(r < 1.0 for _, r in closest.values())
     return ["workload", *res.ops], rows, slower
+
+
+def _closest_notes(res: OpResults) -> list[str]:
+    marked = any(_user_keys(res, w, op) for (w, op) in closest_peers(res))
+    return [USER_KEYS_NOTE] if marked else []
 
 
 def _closest_title(res: OpResults, slower: int, cells: int) -> str:
@@ -334,10 +357,11 @@ def terminal_closest(res: OpResults) -> str:
     for r in rows:
         lines.append(" ".join(f"{c:<{widths[0]}}" if i == 0 else f"{c:>{widths[i]}}"
                               for i, c in enumerate(r)))  # fmt: skip
-    return "\n".join(lines)
+    return "\n".join(lines + _closest_notes(res))
 
 
 def markdown_closest(res: OpResults) -> str:
     """`terminal_closest` as a Markdown table."""
     header, rows, _ = _closest_rows(res)
-    return "\n".join(_md_table(header, rows))
+    notes = _closest_notes(res)
+    return "\n".join(_md_table(header, rows) + (["", *notes] if notes else []))
