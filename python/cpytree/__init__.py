@@ -358,10 +358,12 @@ def _is_leaf(tree: PyTree, is_leaf: Callable[[PyTree], bool] | None = None) -> b
 # count here too from now on, without install(). Above it, `_torch`, loaded by
 # the first install() / status(), which is handed this module: install() and
 # uninstall() swap torch's pytree functions for this module's. `import torch`
-# installs (the entry point, _torch/_autoload.py); CPYTREE_INSTALL=1 also
-# installs at `import cpytree`.
-from ._torch_link import follow_torch_registry as _follow_torch_registry  # noqa: E402
-from ._torch_link._switch import install_at_import as _install_at_import  # noqa: E402
+# installs (the entry point `_cpytree_autoload` imports this module and hands it
+# to _torch/_autoload.py); CPYTREE_INSTALL=1 also installs at `import cpytree`.
+from ._torch_link import (  # noqa: E402
+    follow_torch_registry as _follow_torch_registry,
+    install_at_import as _install_at_import,
+)
 
 
 def install(*, rebind_imports: bool = True) -> None:

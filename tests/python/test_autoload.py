@@ -212,7 +212,7 @@ def test_a_failing_install_leaves_torch_as_shipped(tmp_path, plain, explicit, er
 
 
 def test_describe_in_this_process():
-    assert describe() == "autoload: off (CPYTREE_INSTALL=0)"
+    assert describe(cpytree.ENGINE) == "autoload: off (CPYTREE_INSTALL=0)"
 
 
 @pytest.mark.parametrize(
@@ -260,6 +260,6 @@ def test_python_m_cpytree_after_import_torch(tmp_path):
 def test_the_entry_point_package_switches_off_as_cpytree_does():
     # _cpytree_autoload decides "off" before importing cpytree: the same values.
     import _cpytree_autoload
-    from cpytree._torch_link import _switch
+    from cpytree import _torch_link
 
-    assert _cpytree_autoload._OFF == _switch._OFF
+    assert _cpytree_autoload._OFF == _torch_link._OFF
