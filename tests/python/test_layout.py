@@ -145,7 +145,9 @@ def test_an_arrow_up_is_found(tmp_path: Path) -> None:
     (package / "top" / "__init__.py").write_text("")
     (package / "top" / "entry.py").write_text("def run():\n    import pkg\n")
     assert arrows_up(package) == []  # pkg.top is above: the face does not load it
-    (package / "__init__.py").write_text("from . import low, side\ndef install():\n    from . import top\n")
+    (package / "__init__.py").write_text(
+        "from . import low, side\ndef install():\n    from . import top\n"
+    )
     assert arrows_up(package) == ["pkg.top.entry"]
 
 
