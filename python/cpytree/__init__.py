@@ -373,9 +373,11 @@ def install(*, rebind_imports: bool = True) -> None:
     pure-Python fallback engine there is nothing to gain, so install() warns
     and leaves torch alone. Raises ImportError when torch is not installed.
     """
-    from . import _torch
+    # `from ._torch import ...`, not `from . import _torch`: the latter asks this
+    # module's __getattr__ for `_torch` first (a miss, then the import).
+    from ._torch import install as install_torch
 
-    _torch.install(sys.modules[__name__], rebind_imports=rebind_imports)
+    install_torch(sys.modules[__name__], rebind_imports=rebind_imports)
 
 
 def uninstall() -> None:
@@ -393,9 +395,9 @@ def is_installed() -> bool:
 
 def status() -> dict[str, Any]:
     """What cpytree does to the loaded torch (never imports torch; docs/torch_install.md)."""
-    from . import _torch
+    from ._torch import status as torch_status
 
-    return _torch.status()
+    return torch_status()
 
 
 _follow_torch_registry(frozenset(BUILTIN_TYPES))
