@@ -31,6 +31,11 @@ __all__ = ["autoload"]
 # cpytree._torch_link._OFF (tests/python/test_autoload.py checks it).
 _OFF = frozenset({"0", "false", "no", "off"})
 
+# One warning per process, however often torch calls the entry point (once per
+# distribution that declares it: two where an installed cpytree sits beside
+# another .dist-info naming it).
+_warned = False
+
 # The script torch's SubprocPool runs as its compile-worker sidecar.
 _COMPILE_WORKER = os.path.join("torch", "_inductor", "compile_worker", "__main__.py")
 
@@ -41,12 +46,16 @@ def _in_compile_worker() -> bool:
 
 def autoload() -> None:
     """install() unless CPYTREE_INSTALL switches it off; never raises."""
+    global _warned
     if os.environ.get("CPYTREE_INSTALL", "").strip().lower() in _OFF or _in_compile_worker():
         return
     try:
         import cpytree
         from cpytree._torch._autoload import autoload as run
     except Exception as error:  # noqa: BLE001 - must not fail `import torch`
+        if _warned:
+            return
+        _warned = True
         import contextlib
         import warnings
 
