@@ -15,7 +15,9 @@ __main__.py`, started by every `SubprocPool`; its workers fork from it) is
 left as torch ships it: it runs Inductor's kernel-compile jobs only, which
 never call pytree, so install() there would only make every pool start later.
 
-The decision and the install itself are `cpytree._torch._autoload.autoload`.
+Otherwise it imports `cpytree` as any user does and hands that module (the
+package's face) to `cpytree._torch._autoload.autoload`, which decides the
+rest and installs: `cpytree._torch` sits above the face and never imports it.
 """
 
 from __future__ import annotations
@@ -26,8 +28,13 @@ import sys
 __all__ = ["autoload"]
 
 # The values of CPYTREE_INSTALL that switch autoload off; the same set as
-# cpytree._torch_link._switch._OFF (tests/python/test_autoload.py checks it).
+# cpytree._torch_link._OFF (tests/python/test_autoload.py checks it).
 _OFF = frozenset({"0", "false", "no", "off"})
+
+# One warning per process, however often torch calls the entry point (once per
+# distribution that declares it: two where an installed cpytree sits beside
+# another .dist-info naming it).
+_warned = False
 
 # The script torch's SubprocPool runs as its compile-worker sidecar.
 _COMPILE_WORKER = os.path.join("torch", "_inductor", "compile_worker", "__main__.py")
@@ -39,11 +46,16 @@ def _in_compile_worker() -> bool:
 
 def autoload() -> None:
     """install() unless CPYTREE_INSTALL switches it off; never raises."""
+    global _warned
     if os.environ.get("CPYTREE_INSTALL", "").strip().lower() in _OFF or _in_compile_worker():
         return
     try:
+        import cpytree
         from cpytree._torch._autoload import autoload as run
     except Exception as error:  # noqa: BLE001 - must not fail `import torch`
+        if _warned:
+            return
+        _warned = True
         import contextlib
         import warnings
 
@@ -57,4 +69,4 @@ def autoload() -> None:
                 stacklevel=2,
             )
         return
-    run()
+    run(cpytree)

@@ -358,10 +358,12 @@ def _is_leaf(tree: PyTree, is_leaf: Callable[[PyTree], bool] | None = None) -> b
 # count here too from now on, without install(). Above it, `_torch`, loaded by
 # the first install() / status(), which is handed this module: install() and
 # uninstall() swap torch's pytree functions for this module's. `import torch`
-# installs (the entry point, _torch/_autoload.py); CPYTREE_INSTALL=1 also
-# installs at `import cpytree`.
-from ._torch_link import follow_torch_registry as _follow_torch_registry  # noqa: E402
-from ._torch_link._switch import install_at_import as _install_at_import  # noqa: E402
+# installs (the entry point `_cpytree_autoload` imports this module and hands it
+# to _torch/_autoload.py); CPYTREE_INSTALL=1 also installs at `import cpytree`.
+from ._torch_link import (  # noqa: E402
+    follow_torch_registry as _follow_torch_registry,
+    install_at_import as _install_at_import,
+)
 
 
 def install(*, rebind_imports: bool = True) -> None:
@@ -371,9 +373,11 @@ def install(*, rebind_imports: bool = True) -> None:
     pure-Python fallback engine there is nothing to gain, so install() warns
     and leaves torch alone. Raises ImportError when torch is not installed.
     """
-    from . import _torch
+    # `from ._torch import ...`, not `from . import _torch`: the latter asks this
+    # module's __getattr__ for `_torch` first (a miss, then the import).
+    from ._torch import install as install_torch
 
-    _torch.install(sys.modules[__name__], rebind_imports=rebind_imports)
+    install_torch(sys.modules[__name__], rebind_imports=rebind_imports)
 
 
 def uninstall() -> None:
@@ -391,9 +395,9 @@ def is_installed() -> bool:
 
 def status() -> dict[str, Any]:
     """What cpytree does to the loaded torch (never imports torch; docs/torch_install.md)."""
-    from . import _torch
+    from ._torch import status as torch_status
 
-    return _torch.status()
+    return torch_status()
 
 
 _follow_torch_registry(frozenset(BUILTIN_TYPES))

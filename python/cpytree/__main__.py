@@ -93,11 +93,11 @@ def _install_lines(cpytree: object) -> list[str]:
 
 
 # --- autoload (the autoload branch's block, issue 30) ---------------------------
-def _autoload_line() -> str:
+def _autoload_line(engine: str) -> str:
     """Whether `import torch` runs install() (the torch.backends entry point), and why."""
     from cpytree._torch._autoload import describe
 
-    return describe()
+    return describe(engine)
 
 
 # --- end of the autoload block ---------------------------------------------------
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     version = _torch_version()
     lines = [f"cpytree {cpytree.__version__}", f"engine: {engine}", _torch_line(version)]
     lines += _install_lines(cpytree)
-    lines.append(_autoload_line())
+    lines.append(_autoload_line(cpytree.ENGINE))
     if version is not None and "--brief" not in args:
         lines += _fence_lines(version)
     print("\n".join(lines))

@@ -22,7 +22,9 @@ from typing import Any
 from ._registry import _REGISTRATION_HOOKS, SUPPORTED_NODES, ConstantNode, NodeDef
 
 try:
-    from . import _C  # typed by _C.pyi
+    # Spelt absolute: `from . import _C` reads to tools as an import of the
+    # package's face (cpytree/__init__.py), which this module sits below.
+    import cpytree._C as _C  # typed by _C.pyi
 except ImportError as _error:  # pragma: no cover - exercised by the fallback test
     # mypy checks the engine's branches (C typed by _C.pyi), not the fallback's.
     _C = None  # type: ignore[assignment]

@@ -1,16 +1,21 @@
 """The one table of cpytree's names: which are public and where each comes from.
 
-Everything that lists names derives from here:
+Derived from here, at run time:
 
 * `__all__` of `cpytree` and of `cpytree._reference`: `PUBLIC`;
-* what `import cpytree` binds from the modules it shares with the reference
-  (`SHARED`), from the engine or else the reference (`ENGINE`), and what it
-  loads on first use (`LAZY`: the module `__getattr__` of cpytree/__init__.py);
+* what `import cpytree` loads on first use (`LAZY`, through `LAZY_HOME`: the
+  module `__getattr__` of cpytree/__init__.py);
 * the reference's namespace (`cpytree._reference` re-exports `SHARED` and
-  the lazy modules' names, as torch's single module has them all);
-* the checks of the stubs: tests/python/test_names.py checks `_C.pyi`
-  against the runtime `_C` and `ENGINE`, and the `TYPE_CHECKING` block of
-  cpytree/__init__.py (what type checkers see) against this table.
+  the lazy modules' names, as torch's single module has them all).
+
+Written out by hand and checked against this table: what `import cpytree`
+binds from the modules it shares with the reference (`SHARED`) and from the
+engine or else the reference (`ENGINE`, two branches of `if _C is not None:`)
+are explicit imports in cpytree/__init__.py, because they are what type
+checkers read, as are the `TYPE_CHECKING` declarations of `LAZY`.
+tests/python/test_names.py checks every such import against this table,
+what the package binds in both branches (the reference's in a child process
+without the extension), and `_C.pyi` against the runtime `_C` and `ENGINE`.
 
 Names defined by cpytree/__init__.py itself are `PACKAGE`. To add a public
 name, see docs/recipe_public_name.md.

@@ -180,6 +180,31 @@ def test_an_install_that_imports_torch_is_not_doubled(tmp_path, prelude):
     assert got["torchs_own"] == ALL_TARGETS
 
 
+# `_cpytree_autoload` imports cpytree (and hands it down) inside its guard: an
+# `import cpytree` that raises leaves `import torch` working, torch as shipped.
+NOT_IMPORTED = (
+    "cpytree: could not be imported at `import torch` (ModuleNotFoundError: import of "
+    "cpytree halted; None in sys.modules); torch's pytree is left as it was. "
+    "CPYTREE_INSTALL=0 turns this autoload off."
+)
+
+
+@pytest.mark.parametrize("errors", [False, True], ids=["warn", "W-error"])
+def test_an_import_cpytree_that_raises_leaves_torch_as_shipped(tmp_path, plain, errors):
+    if errors and plain["warnings"]:
+        pytest.skip(f"torch's own import warns here, -W error fails it: {plain['warnings'][0]}")
+    action = "error" if errors else "always"
+    got = _report(
+        tmp_path, prelude="sys.modules['cpytree'] = None", action=action, CPYTREE_INSTALL=None
+    )
+    assert got["entry_point"] and not got["installed"] and got["outcome"] is None
+    assert got["torchs_own"] == ALL_TARGETS
+    assert got["flatten"] == plain["flatten"]
+    assert got["warnings"] == (
+        [] if errors else [*plain["warnings"], f"RuntimeWarning: {NOT_IMPORTED}"]
+    )
+
+
 # A failure midway (after torch's names were swapped: `_rebind_imports` runs
 # last) must leave torch as shipped, `import torch` succeeding, with one warning.
 _BOOM = (
@@ -212,7 +237,7 @@ def test_a_failing_install_leaves_torch_as_shipped(tmp_path, plain, explicit, er
 
 
 def test_describe_in_this_process():
-    assert describe() == "autoload: off (CPYTREE_INSTALL=0)"
+    assert describe(cpytree.ENGINE) == "autoload: off (CPYTREE_INSTALL=0)"
 
 
 @pytest.mark.parametrize(
@@ -260,6 +285,6 @@ def test_python_m_cpytree_after_import_torch(tmp_path):
 def test_the_entry_point_package_switches_off_as_cpytree_does():
     # _cpytree_autoload decides "off" before importing cpytree: the same values.
     import _cpytree_autoload
-    from cpytree._torch_link import _switch
+    from cpytree import _torch_link
 
-    assert _cpytree_autoload._OFF == _switch._OFF
+    assert _cpytree_autoload._OFF == _torch_link._OFF

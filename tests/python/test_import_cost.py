@@ -156,10 +156,10 @@ IMPORTED = [
     "cpytree._names",  # the table of names (__all__)
     "cpytree._nodes",
     "cpytree._registry",
-    "cpytree._torch_link",  # below the face; install()'s cpytree._torch loads on first use
+    "cpytree._torch_link",  # below the face (and CPYTREE_INSTALL's one reader); install()'s
+    # cpytree._torch loads on first use
     "cpytree._torch_link._follow",
     "cpytree._torch_link._inventory",  # the registry link checks its names first
-    "cpytree._torch_link._switch",  # CPYTREE_INSTALL's one reader
     "cpytree._torch_link._sync",
 ]
 

@@ -1,5 +1,6 @@
 """The package's layout: no import cycle among the modules of python/cpytree,
-and no arrow up to the package's face from what the face itself loads.
+and no arrow up to the package's face from what the face itself loads (at
+import or at call time, a package it loads with all its modules).
 
 Read with ast from the files (nothing is imported): every `import`/`from ...
 import` of a cpytree module is an edge, except under `if TYPE_CHECKING:`.
@@ -103,12 +104,21 @@ def cycles(graph: dict[str, set[str]]) -> dict[str, list[str]]:
 
 
 def arrows_up(package: Path = PACKAGE) -> list[str]:
-    """The modules the package's face loads when imported that import the face
-    back, at import or at call time: each an arrow up (what sits below the
-    face takes what it needs as arguments, from the face's caller)."""
+    """The modules below the package's face that import the face back, at
+    import or at call time: each an arrow up (what sits below the face takes
+    what it needs as arguments, from the face's caller).
+
+    Below the face: what it loads, when imported or later (install() loading
+    `_torch`), and every module of a package it loads: a package is one room
+    (`_torch._autoload`, which the face never names, is of `_torch`)."""
     face = package.name
-    below = _reaches(import_graph(package), face)
     any_time = import_graph(package, call_time=True)
+    loaded = _reaches(any_time, face) - {face}
+    below = {
+        module
+        for module in any_time
+        if any(module == room or module.startswith(f"{room}.") for room in loaded)
+    }
     return sorted(module for module in below if face in any_time[module])
 
 
@@ -128,6 +138,17 @@ def test_an_arrow_up_is_found(tmp_path: Path) -> None:
     assert arrows_up(package) == []
     (package / "side.py").write_text("def g():\n    from . import install\n")
     assert arrows_up(package) == ["pkg.side"]
+    (package / "side.py").write_text("from .low import f\n")
+    # A room the face loads only at call time, whose module the face never
+    # names, importing the face: `_torch._autoload` doing `import cpytree`.
+    (package / "top").mkdir()
+    (package / "top" / "__init__.py").write_text("")
+    (package / "top" / "entry.py").write_text("def run():\n    import pkg\n")
+    assert arrows_up(package) == []  # pkg.top is above: the face does not load it
+    (package / "__init__.py").write_text(
+        "from . import low, side\ndef install():\n    from . import top\n"
+    )
+    assert arrows_up(package) == ["pkg.top.entry"]
 
 
 def test_no_import_cycle() -> None:

@@ -276,10 +276,19 @@ def install(cpytree: ModuleType, *, rebind_imports: bool = True) -> None:
             return
         import torch.utils._pytree as tp
 
+        # The modules it loads by name (not `from . import _spec_interop, dynamo`,
+        # which asks this package for each first), and `_inventory` through its
+        # package (loaded; a from-import out of it would ask its __getattr__
+        # for `__path__`): install()'s import cost.
         from .._torch_link import _inventory
-        from . import _spec_interop, dynamo as _dynamo
         from ._patch import Patches
         from ._signature import engine_of
+        from ._spec_interop import (
+            disable as disable_interop,
+            enable as enable_interop,
+            to_torch_spec,
+        )
+        from .dynamo import DynamoDrift, DynamoHooks, warn_failed
 
         # Every private name install() needs, checked before anything changes.
         moved = [str(name) for name in _inventory.missing("install")]
@@ -300,7 +309,7 @@ def install(cpytree: ModuleType, *, rebind_imports: bool = True) -> None:
             return
         _refused = ""
         interop_moved = [str(name) for name in _inventory.missing("interop")]
-        patches, hooks = Patches(), _dynamo.DynamoHooks()
+        patches, hooks = Patches(), DynamoHooks()
         sync = follower.sync
         spec_ready = False
         try:
@@ -311,7 +320,7 @@ def install(cpytree: ModuleType, *, rebind_imports: bool = True) -> None:
             if interop_moved:
                 spec_blocker: str | None = "torch moved " + ", ".join(interop_moved)
             else:
-                spec_blocker = _spec_interop.enable(cpytree, tp, originals)
+                spec_blocker = enable_interop(cpytree, tp, originals)
             spec_ready = spec_blocker is None
             blockers: dict[str, str | None] = {FREE: None, SPEC: spec_blocker}
             swapped: list[str] = []
@@ -335,9 +344,7 @@ def install(cpytree: ModuleType, *, rebind_imports: bool = True) -> None:
                 replacements[id(original)] = (original, fast)
                 swapped.append(qualified)
             if spec_ready:
-                hooks.add_spec_type(
-                    cpytree.TreeSpec, lambda spec: _spec_interop.to_torch_spec(spec, tp)
-                )
+                hooks.add_spec_type(cpytree.TreeSpec, lambda spec: to_torch_spec(spec, tp))
             # Now if Dynamo is loaded, else when it is first imported.
             hooks.activate(_undo_after_dynamo_failure)
             rebound = 0
@@ -353,9 +360,9 @@ def install(cpytree: ModuleType, *, rebind_imports: bool = True) -> None:
             patches.undo()
             sync.leave()
             if spec_ready:
-                _spec_interop.disable()
-            if isinstance(error, _dynamo.DynamoDrift):
-                _dynamo.warn_failed(error)  # torch as shipped, and said once
+                disable_interop()
+            if isinstance(error, DynamoDrift):
+                warn_failed(error)  # torch as shipped, and said once
                 return
             raise
         # Only the replacements: torch's registration functions stay wrapped

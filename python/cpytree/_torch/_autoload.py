@@ -6,8 +6,11 @@ at the end of `import torch` and calls it (torch/__init__.py,
 with RuntimeError. pyproject.toml registers `autoload` below as
 `torch.backends: cpytree` through the tiny package `_cpytree_autoload`, which
 returns at once when CPYTREE_INSTALL switches autoload off (then `import
-torch` imports no cpytree module) and otherwise calls `autoload` here: a
-script that never names cpytree runs torch's pytree on the engine.
+torch` imports no cpytree module) and otherwise imports `cpytree` as any user
+does and hands it to `autoload` here: a script that never names cpytree runs
+torch's pytree on the engine. This module sits above the package's face and
+never imports it: the face comes in as an argument (`autoload(cpytree)`,
+`describe(cpytree.ENGINE)`).
 
 The two switches, read when they act:
 
@@ -37,8 +40,9 @@ import contextlib
 import os
 import sys
 import warnings
+from types import ModuleType
 
-from .._torch_link._switch import ENV_VAR, TORCH_ENV_VAR, setting, torch_calls_entry_points
+from .._torch_link import ENV_VAR, TORCH_ENV_VAR, setting, torch_calls_entry_points
 
 __all__ = ["ENTRY_POINT", "autoload", "describe", "setting"]
 
@@ -51,7 +55,11 @@ _warned = False
 
 
 def _install_running() -> bool:
-    """Whether install() is on this thread's stack: it imports torch, which calls autoload()."""
+    """Whether install() is on this thread's stack: it imports torch, which calls autoload().
+
+    `install` is this package's (`cpytree._torch.install`), which the face's
+    install() calls and which imports torch: on the stack whenever any install() is.
+    """
     from . import install
 
     code = install.__code__
@@ -63,8 +71,11 @@ def _install_running() -> bool:
     return False
 
 
-def autoload() -> None:
-    """The `torch.backends` entry point: install() unless switched off; never raises."""
+def autoload(cpytree: ModuleType) -> None:
+    """The `torch.backends` entry point's work: the face's install() unless switched off.
+
+    `cpytree` is the package's face, imported by `_cpytree_autoload`. Never raises.
+    """
     global _outcome
     try:
         if setting() == "off":
@@ -73,8 +84,6 @@ def autoload() -> None:
         if _install_running():
             _outcome = "left to the install() that is importing torch"
             return
-        import cpytree
-
         if cpytree.ENGINE != "cpp":  # `import cpytree` has warned already
             _outcome = "off: the C++ engine did not load"
             return
@@ -108,8 +117,11 @@ def entry_point_registered() -> bool:
     return any(ep.value == ENTRY_POINT[1] for ep in entry_points(group="torch.backends"))
 
 
-def describe() -> str:
-    """One line for `python -m cpytree`: whether `import torch` installs, and why."""
+def describe(engine: str) -> str:
+    """One line for `python -m cpytree`: whether `import torch` installs, and why.
+
+    `engine` is the face's `cpytree.ENGINE` ("cpp" or "python").
+    """
     cpytree_value = os.environ.get(ENV_VAR, "")
     if setting() == "off":
         return f"autoload: off ({ENV_VAR}={cpytree_value})"
@@ -121,9 +133,7 @@ def describe() -> str:
             "autoload: off (no torch.backends entry point: cpytree is not installed as a "
             "distribution, e.g. a source tree on sys.path)"
         )
-    import cpytree
-
-    if cpytree.ENGINE != "cpp":
+    if engine != "cpp":
         return "autoload: off (the C++ engine did not load)"
     if _outcome is not None:
         return f"autoload: on (at this process's `import torch`: {_outcome})"

@@ -25,7 +25,11 @@ from collections import OrderedDict
 from types import ModuleType
 from typing import Any
 
-from .. import _engine, _registry, _releases
+from .. import _engine, _registry
+
+# By its name, not `from .. import _releases`: install() loads it first here,
+# and that form asks the package's __getattr__ for it first (a miss).
+from .._releases import has as release_has
 
 # One tree with every builtin node kind that has a context.
 _SAMPLE = {"a": [1, (2, 3)], "b": None, "c": OrderedDict(x=4)}
@@ -79,7 +83,7 @@ def enable(cpytree: ModuleType, tp: ModuleType, originals: dict[str, Any]) -> st
     # What a leaf spec pickles to: torch's LeafSpec.__reduce__ of this release
     # (2.14+ `treespec_leaf()`, the one leaf spec; before, a new `LeafSpec()`
     # with its FutureWarning: cpytree._releases.DIFFERENCES["leafspec_reduce"]).
-    leaf_target = tp.treespec_leaf if _releases.has("leafspec_reduce") else tp.LeafSpec
+    leaf_target = tp.treespec_leaf if release_has("leafspec_reduce") else tp.LeafSpec
     try:
         _engine.set_torch_spec_classes(tp.TreeSpec, tp.LeafSpec, leaf_target, tp.ConstantNode)
     except Exception as error:  # noqa: BLE001
