@@ -1,4 +1,4 @@
-"""Key entries and key paths, as PyTorch 2.13's `torch.utils._pytree` has them.
+"""Key entries and key paths, as `torch.utils._pytree` has them.
 
 A key path names where a value sits inside a pytree: a tuple of key entries,
 one per level from the root down. This module holds the key entry classes

@@ -1,7 +1,7 @@
 """Matching a tree against a spec, for `TreeSpec.flatten_up_to`.
 
 `flatten_up_to` (so also n-ary `tree_map`/`tree_map_`) checks a tree against
-a spec as PyTorch 2.13's `torch.utils._pytree` does; the one intended
+a spec as `torch.utils._pytree` does; the one intended
 difference is that a mismatch error ends with the key path of the
 mismatching node, ` (at key path tree<keystr>)` (see docs/architecture.md,
 "Error messages with key paths"). The path is collected on the way up by the

@@ -1,14 +1,15 @@
 """Pure-Python reference implementation of cpytree's pytree API.
 
-It re-implements PyTorch 2.13's `torch.utils._pytree` with the same names,
+It re-implements `torch.utils._pytree` (of the release `cpytree._releases`
+follows) with the same names,
 signatures, results, exception types and messages, using only the standard
 library (it never imports torch). It has three jobs:
 
 * the oracle that differential tests compare the C++ engine against;
 * the fallback that `cpytree/__init__.py` binds when the extension cannot load;
-* the registry of record: `SUPPORTED_NODES` is the one registry, and
-  `_REGISTRATION_HOOKS` announce every change of it (the C++ engine mirrors
-  the registry through a hook).
+* the registry's Python face: `SUPPORTED_NODES` and `_REGISTRATION_HOOKS`
+  are `cpytree._registry`'s (the registry of record, which the C++ engine
+  mirrors through a hook), bound here under torch's names.
 
 It differs from torch on purpose in three ways only:
 

@@ -1,4 +1,4 @@
-"""TreeSpec serialization: protocol-1 JSON, byte-identical to torch 2.13's.
+"""TreeSpec serialization: protocol-1 JSON, byte-identical to `torch.utils._pytree`'s.
 
 `treespec_dumps(spec)` writes the same string `torch.utils._pytree` writes for
 the same structure, so specs saved by either library load in the other (and

@@ -8,7 +8,7 @@ between releases, and how cpytree gives each its semantics, is the table
 `cpytree._releases.DIFFERENCES`.
 
 On a release outside `TESTED`, install() proceeds without a warning: every
-step it takes checks what it touches (`dynamo._inventory`; a function torch
+step it takes checks what it touches (`cpytree._torch_link._inventory`; a function torch
 lacks is skipped, specs that cannot pose as torch's leave the spec-returning
 functions alone) and any failure midway undoes every step already taken, so
 the only warnings are those of something actually off (a fast path switched

@@ -2,7 +2,7 @@
 
 cpytree must react to torch modules it never imports itself: the registry
 follower attaches to `torch.utils._pytree` (`_follow.py`) and install()'s
-Dynamo entries go in when `torch._dynamo` loads (`_dynamo.py`). A finder at
+Dynamo entries go in when `torch._dynamo` loads (`cpytree._torch.dynamo._hooks`). A finder at
 the front of `sys.meta_path` wraps the loader of one module name; the
 callback runs once, after the module's code has run, in the importing thread.
 

@@ -5,7 +5,7 @@ that needs it (`layer`) and, for the Dynamo fast paths, which of them
 (`paths`):
 
 * ``registry``: the link between torch's registry and cpytree's
-  (`_registry.RegistrySync.attach()`, at `import torch.utils._pytree` in any
+  (`_sync.RegistrySync.attach()`, at `import torch.utils._pytree` in any
   process that imported cpytree). Checked before anything is wrapped: on a
   torch that moved one, cpytree does not follow torch's registry (one
   warning) and install() refuses.
