@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from . import _engine, _names
+from . import _engine, _names, _registry
 from ._derived import bind, map_only as map_only
 
 # Every name's home is in the one table, cpytree._names; the imports below
@@ -78,7 +78,6 @@ from ._nodes import (
     structseq as structseq,
 )
 from ._registry import (
-    _NODE_REGISTRY_LOCK as _NODE_REGISTRY_LOCK,
     _REGISTRATION_HOOKS as _REGISTRATION_HOOKS,
     CONSTANT_NODES as CONSTANT_NODES,
     NO_SERIALIZED_TYPE_NAME_FOUND as NO_SERIALIZED_TYPE_NAME_FOUND,
@@ -134,6 +133,7 @@ if TYPE_CHECKING:
         _is_constant_holder as _is_constant_holder,
         _retrieve_constant as _retrieve_constant,
     )
+    from ._registry import _NODE_REGISTRY_LOCK as _NODE_REGISTRY_LOCK  # `_names.LIVE`
     from ._serialization import (
         DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL as DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL,
         EnumEncoder as EnumEncoder,
@@ -156,6 +156,8 @@ else:  # a module __getattr__ would make every name valid to mypy
             global __version__
             __version__ = _version()
             return __version__
+        if name in _names.LIVE:  # never bound here: read where it lives
+            return getattr(_registry, name)
         home = _names.LAZY_HOME.get(name)
         if home == "_serialization":
             return _load_serialization()[name]
@@ -171,7 +173,7 @@ else:  # a module __getattr__ would make every name valid to mypy
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
     def __dir__() -> list[str]:
-        return sorted({*globals(), *_names.LAZY_HOME})
+        return sorted({*globals(), *_names.LAZY_HOME, *_names.LIVE})
 
 
 def _load_serialization() -> dict[str, Any]:

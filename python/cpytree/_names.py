@@ -110,5 +110,11 @@ PACKAGE: tuple[str, ...] = (
     "treespec_tuple", "uninstall",
 )  # fmt: skip
 
+# Read from their home on every access, never bound (a module __getattr__ in
+# the package and the reference): the home rebinds them. `_registry` swaps in
+# torch's lock when the two registries join (cpytree._torch_link._sync), so
+# a copy bound at import would be a lock nothing else takes.
+LIVE: frozenset[str] = frozenset({"_NODE_REGISTRY_LOCK"})
+
 # name -> the module it is loaded from on first use.
 LAZY_HOME: dict[str, str] = {name: module for module, names in LAZY.items() for name in names}

@@ -79,8 +79,21 @@ __all__ = list(_names.PUBLIC)
 for _module, _exported in (*_names.SHARED.items(), *_names.LAZY.items()):
     if _module != "_reference":
         _source = vars(importlib.import_module(f"{__package__}.{_module}"))
-        globals().update({n: _source[n] for n in _exported if n in _source and n not in globals()})
+        globals().update(
+            {
+                n: _source[n]
+                for n in _exported
+                if n in _source and n not in globals() and n not in _names.LIVE
+            }
+        )
 del _module, _exported, _source
+
+
+def __getattr__(name: str) -> Any:
+    # `_names.LIVE`: read where it lives on each access (its home rebinds it).
+    if name in _names.LIVE:
+        return getattr(importlib.import_module(f"{__package__}._registry"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------

@@ -250,3 +250,19 @@ def test_reference_only_mode_binds_the_reference() -> None:
         '"context": "[\\"a\\"]", "children_spec": [{"type": null, "context": null, '
         '"children_spec": []}]}]}]',
     }
+
+
+def test_live_names_follow_their_home_when_it_rebinds(monkeypatch) -> None:
+    """`_names.LIVE`: the package and the reference read the registry's lock
+    where it lives, so once the registries join (the home swaps in torch's
+    lock) they hand out the lock that registrations take, not a stale copy."""
+    import threading
+
+    from cpytree import _registry
+
+    assert {"_NODE_REGISTRY_LOCK"} == _names.LIVE
+    assert "_NODE_REGISTRY_LOCK" in dir(cpytree)
+    joined = threading.RLock()
+    monkeypatch.setattr(_registry, "_NODE_REGISTRY_LOCK", joined)
+    assert cpytree._NODE_REGISTRY_LOCK is joined
+    assert cpytree._reference._NODE_REGISTRY_LOCK is joined
