@@ -33,6 +33,8 @@ engines alone, lay the other build's `_C` out with this checkout's Python
 (run `scripts/sanitize_site.sh <other build dir> <site>` here): a site of
 another checkout also imports other Python, and the heap that leaves moves
 the allocation-heavy cells (map) by up to 2% with identical engine work.
+With --peers, before and after are cpytree alone in a process each; the
+peers' columns come from one process with every backend.
 """
 
 from __future__ import annotations
@@ -212,27 +214,34 @@ def loop_function(python: str) -> str:
 
 
 def print_peers(
-    result: dict, cells: list[str], backend_names: list[str], before: dict | None = None
+    result: dict,
+    cells: list[str],
+    backend_names: list[str],
+    before: dict | None = None,
+    alone: dict | None = None,
 ) -> None:
-    head = f"{'cell':30}" + (f"{'before':>12}" if before is not None else "")
+    """`before`/`alone`: cpytree's counts with the baseline and with this
+    build, each measured in a process of its own with no other backend (a
+    process that also imports the peers leaves another heap, which moves a
+    count by a few tenths of a percent)."""
+    head = f"{'cell':30}" + (f"{'before':>12}{'after':>12}" if before is not None else "")
     print(head + "".join(f"{b:>12}" for b in backend_names) + "   peer/cpytree")
     for cell in cells:
         row = [result.get((cell, b)) for b in backend_names]
         old = before.get((cell, "cpytree")) if before is not None else None
+        new = alone.get((cell, "cpytree")) if alone is not None else None
         base = result.get((cell, "cpytree"))
         ratios = [
             f"{b} {v / base:.2f}x"
             for b, v in zip(backend_names, row, strict=True)
             if v is not None and base and b != "cpytree"
         ]
-        if before is not None and old is not None and base:
-            ratios.insert(0, f"after/before {base / old:.3f}")
+        if old is not None and new:
+            ratios.insert(0, f"after/before {new / old:.3f}")
         print(
             f"{cell:30}"
             + (
-                f"{old:>12,.0f}"
-                if old is not None
-                else f"{'n/a':>12}"
+                "".join(f"{v:>12,.0f}" if v is not None else f"{'n/a':>12}" for v in (old, new))
                 if before is not None
                 else ""
             )
@@ -324,11 +333,13 @@ def main() -> int:
         env.setdefault("CPYTREE_INSTALL", "0")
         cells = list(PEER_CELLS) if a.cells == ",".join(DEFAULT_CELLS) else a.cells.split(",")
         names = a.backends.split(",")
-        before = None
+        before = alone = None
         if base_env is not None:
             base_env.setdefault("CPYTREE_INSTALL", "0")
             before = peers(a.python, cells, ["cpytree"], a.n1, a.n2, base_env)
-        print_peers(peers(a.python, cells, names, a.n1, a.n2, env), cells, names, before)
+            alone = peers(a.python, cells, ["cpytree"], a.n1, a.n2, env)
+        result = peers(a.python, cells, names, a.n1, a.n2, env)
+        print_peers(result, cells, names, before, alone)
         return 0
     if base_env is not None:
         print(f"{'cell':28} {'before':>12} {'after':>12}  after/before (instructions/call)")
