@@ -61,27 +61,28 @@ class SpecFlattener {
   // After a failed Visit: raises the pending mismatch, if that was the cause.
   void RaisePending() { err_.Raise(); }
 
-  bool Visit(std::int64_t i, PyObject* node, int depth) {
-    const Node& s = v_.nodes[i];
-    if (s.kind == NodeKind::kLeaf) {
-      if constexpr (kStrict) {
-        if (!IsLeafObject(node)) return NotALeaf(node);
-      }
-      Py_INCREF(node);
-      out_->push_back(node);
-      return true;
-    }
-    if (limit_.Exceeded(depth)) {
-      RaiseDepthError("pytree flatten against a spec", limit_.Reached(depth));
-      return false;
-    }
+  // Dispatches on the spec node's kind and the node's exact type. Small on
+  // purpose: it inlines into the visits that call it, and each kind's visit
+  // is out of line, so a level of a deep tree costs one small C frame (the
+  // visit of that level's container). One large frame per level (256 bytes,
+  // everything inlined here) spilled a 200-deep walk's stack past L1.
+  CPYTREE_NOINLINE bool Visit(std::int64_t i, PyObject* node, int depth) {
+    if (v_.nodes[i].kind == NodeKind::kLeaf) return VisitLeaf(node);
+    // Past the depth that needs no check: the check out of line, so that
+    // Visit makes no call that returns to it (it sets up no frame).
+    if (CPYTREE_UNLIKELY(depth > limit_.unchecked)) return VisitDeep(i, node, depth);
+    return Dispatch(i, node, depth);
+  }
+
+ private:
+  // The visit of non-leaf spec node i by the node's exact type.
+  __attribute__((always_inline)) bool Dispatch(std::int64_t i, PyObject* node, int depth) {
     if constexpr (kMode != Walk::kFx) {
       // Exact builtins of the spec's kind walk the container directly (both
       // modes check the same things there).
+      const Node& s = v_.nodes[i];
       PyTypeObject* t = Py_TYPE(node);
-      if (s.kind == NodeKind::kTuple && t == &PyTuple_Type) {
-        return kStrict ? VisitTupleInline(i, node, depth) : VisitTuple(i, node, depth);
-      }
+      if (s.kind == NodeKind::kTuple && t == &PyTuple_Type) return VisitTuple(i, node, depth);
       if (s.kind == NodeKind::kNamedTuple &&
           reinterpret_cast<PyObject*>(t) == v_.items[s.ctx]) {  // the spec's very class
         return VisitTuple(i, node, depth);
@@ -89,29 +90,22 @@ class SpecFlattener {
       if (s.kind == NodeKind::kOrderedDict &&
           reinterpret_cast<PyObject*>(t) == g_builtins.ordered_dict &&
           internal_odict::LayoutVerified()) {
-        // The same keys in the same order (by identity): values without a
-        // key snapshot; anything else takes the general path below.
-        std::size_t base = held_.size();
-        KeyOrder order = internal_odict::SnapshotIfKeys(node, v_.items + s.ctx, s.arity, &held_);
-        if (order == KeyOrder::kError) return false;
-        if (order == KeyOrder::kSame) return VisitHeld(i, base, depth);
+        return VisitOrderedDict(i, node, depth);
       }
       if (s.kind == NodeKind::kList && t == &PyList_Type) return VisitList(i, node, depth);
-      if (s.kind == NodeKind::kDict && t == &PyDict_Type) {
-#if CPYTREE_FREE_THREADED
-        bool different = false;  // up-to: other keys or order, nothing visited
-        bool ok = VisitDictSnapshot(i, node, depth, &different);
-        if (!different) return ok;
-#else
-        // Strict checks each key as it goes; up-to must know first whether
-        // the keys are in the spec's order (else it matches by key set).
-        if constexpr (kStrict) return VisitDict(i, node, depth);
-        KeyOrder order = SameKeysInOrder(s, node);
-        if (order == KeyOrder::kError) return false;
-        if (order == KeyOrder::kSame) return VisitDict(i, node, depth);
-#endif
-      }
+      if (s.kind == NodeKind::kDict && t == &PyDict_Type) return VisitExactDict(i, node, depth);
     }
+    return VisitOther(i, node, depth);
+  }
+
+  CPYTREE_NOINLINE bool VisitDeep(std::int64_t i, PyObject* node, int depth) {
+    if (limit_.Exceeded(depth)) return DepthExceeded(depth);
+    return Dispatch(i, node, depth);
+  }
+
+  // Everything but the exact builtins above: the per-mode children, held,
+  // then visited.
+  CPYTREE_NOINLINE bool VisitOther(std::int64_t i, PyObject* node, int depth) {
     std::size_t base = held_.size();
     Children got;
     if constexpr (kMode == Walk::kStrict) {
@@ -125,7 +119,62 @@ class SpecFlattener {
     return VisitHeld(i, base, depth);
   }
 
- private:
+  // An exact OrderedDict: the same keys in the same order (by identity)
+  // visits the values without a key snapshot; anything else takes the
+  // general path.
+  CPYTREE_NOINLINE bool VisitOrderedDict(std::int64_t i, PyObject* node, int depth) {
+    const Node& s = v_.nodes[i];
+    std::size_t base = held_.size();
+    KeyOrder order = internal_odict::SnapshotIfKeys(node, v_.items + s.ctx, s.arity, &held_);
+    if (order == KeyOrder::kError) return false;
+    if (order == KeyOrder::kSame) return VisitHeld(i, base, depth);
+    return VisitOther(i, node, depth);
+  }
+
+  // An exact dict for a dict spec node.
+  CPYTREE_NOINLINE bool VisitExactDict(std::int64_t i, PyObject* node, int depth) {
+#if CPYTREE_FREE_THREADED
+    bool different = false;  // up-to: other keys or order, nothing visited
+    bool ok = VisitDictSnapshot(i, node, depth, &different);
+    if (!different) return ok;
+#else
+    // Strict checks each key as it goes; up-to must know first whether
+    // the keys are in the spec's order (else it matches by key set).
+    if constexpr (kStrict) return VisitDict(i, node, depth);
+    KeyOrder order = SameKeysInOrder(v_.nodes[i], node);
+    if (order == KeyOrder::kError) return false;
+    if (order == KeyOrder::kSame) return VisitDict(i, node, depth);
+#endif
+    return VisitOther(i, node, depth);
+  }
+
+  // Appends `o` (a reference the caller gives) to `v`.
+  static void Append(std::vector<PyObject*>* v, PyObject* o) { v->push_back(o); }
+
+  // A leaf of the spec. Out of line: push_back takes its argument's address,
+  // and GCC makes no tail call from a function whose locals escape (Visit's
+  // calls of the visits must be jumps: it then sets up no frame).
+  CPYTREE_NOINLINE bool VisitLeaf(PyObject* node) {
+    if constexpr (kStrict) {
+      if (!IsLeafObject(node)) return NotALeaf(node);
+    }
+    Append(out_, Py_NewRef(node));
+    return true;
+  }
+
+  CPYTREE_NOINLINE bool DepthExceeded(int depth) {
+    RaiseDepthError("pytree flatten against a spec", limit_.Reached(depth));
+    return false;
+  }
+
+  // Records the step from spec node i to its failed child k (while
+  // unwinding). Always false.
+  CPYTREE_NOINLINE bool ChildFailed(std::int64_t i, std::size_t k) {
+    const Node& s = v_.nodes[i];
+    err_.AddParent(s.kind, static_cast<Py_ssize_t>(k), KeyOf(s, v_.items + s.ctx, k));
+    return false;
+  }
+
   // The one item of `node` (borrowed) when it is an exact list or tuple of
   // size 1 for a list or tuple spec node of arity 1, else null. Free-threaded
   // builds: tuples only (a list's item is read under its lock, VisitList).
@@ -163,10 +212,7 @@ class SpecFlattener {
       ++depth;
       if (v_.nodes[i].arity != 1) break;
       item = OneItemOf(v_.nodes[i], node);
-      if (item != nullptr && limit_.Exceeded(depth)) {
-        RaiseDepthError("pytree flatten against a spec", limit_.Reached(depth));
-        return false;
-      }
+      if (item != nullptr && limit_.Exceeded(depth)) return DepthExceeded(depth);
     } while (item != nullptr);
     Ref held = Ref::Borrow(node);
     if (Visit(i, node, depth)) return true;
@@ -178,12 +224,8 @@ class SpecFlattener {
   bool VisitHeld(std::int64_t i, std::size_t base, int depth) {
     const Node& s = v_.nodes[i];
     std::size_t ibase = PushChildren(i);
-    PyObject* const* items = v_.items + s.ctx;
     for (std::size_t k = 0; k < s.arity; ++k) {
-      if (!Visit(ChildAt(i, ibase, k), held_[base + k], depth + 1)) {
-        err_.AddParent(s.kind, static_cast<Py_ssize_t>(k), KeyOf(s, items, k));
-        return false;
-      }
+      if (!Visit(ChildAt(i, ibase, k), held_[base + k], depth + 1)) return ChildFailed(i, k);
     }
     ReleaseFrom(&held_, base);
     idx_.resize(ibase);
@@ -198,7 +240,9 @@ class SpecFlattener {
   std::size_t PushChildren(std::int64_t i) {
     std::size_t ibase = idx_.size();
     if (v_.nodes[i].arity <= 2) return ibase;
-    internal::ForEachChildReversed(v_.nodes, i, [&](std::int64_t c) { idx_.push_back(c); });
+    internal::ForEachChildReversed(v_.nodes, i, [&](std::int64_t c) {
+      idx_.push_back(c);
+    });
     return ibase;
   }
   // Child k of spec node i, whose children PushChildren pushed at ibase.
@@ -214,14 +258,10 @@ class SpecFlattener {
   bool VisitChild(std::int64_t i, std::size_t k, std::int64_t c, PyObject* child, int depth) {
     // A leaf child inline: most children are leaves, and this skips a call.
     if (v_.nodes[c].kind == NodeKind::kLeaf && (!kStrict || IsPlainLeafType(child))) {
-      Py_INCREF(child);
-      out_->push_back(child);
+      Append(out_, Py_NewRef(child));
       return true;
     }
-    if (Visit(c, child, depth + 1)) return true;
-    const Node& s = v_.nodes[i];
-    err_.AddParent(s.kind, static_cast<Py_ssize_t>(k), KeyOf(s, v_.items + s.ctx, k));
-    return false;
+    return Visit(c, child, depth + 1) || ChildFailed(i, k);
   }
 
   // Whether every child of spec node s is a leaf: one node per child (so
@@ -248,8 +288,7 @@ class SpecFlattener {
       if (kList && k >= PyList_GET_SIZE(seq)) return Arity(s, PyList_GET_SIZE(seq));
       PyObject* child = kList ? PyList_GET_ITEM(seq, k) : PyTuple_GET_ITEM(seq, k);
       if (!kStrict || IsPlainLeafType(child)) {
-        Py_INCREF(child);
-        out_->push_back(child);
+        Append(out_, Py_NewRef(child));
         continue;
       }
       Ref held = Ref::Borrow(child);
@@ -258,14 +297,8 @@ class SpecFlattener {
     return true;
   }
 
-  // Out of line for up-to mode; strict mode inlines its body into Visit
-  // (VisitTupleInline): one C frame per tuple level on deep trees (returns
-  // past the CPU's return-address stack mispredict), while up-to mode keeps
-  // Visit small enough for the output's push_back to stay inline.
-  bool VisitTuple(std::int64_t i, PyObject* tuple, int depth) {
-    return VisitTupleInline(i, tuple, depth);
-  }
-  __attribute__((always_inline)) bool VisitTupleInline(std::int64_t i, PyObject* tuple, int depth) {
+  // The visits of one container kind, out of line (see Visit).
+  CPYTREE_NOINLINE bool VisitTuple(std::int64_t i, PyObject* tuple, int depth) {
     const Node& s = v_.nodes[i];
     if (PyTuple_GET_SIZE(tuple) != s.arity) return Arity(s, PyTuple_GET_SIZE(tuple));
     if (s.kind == NodeKind::kTuple && OneContainerChild(s, i)) {
@@ -281,7 +314,7 @@ class SpecFlattener {
     return true;
   }
 
-  bool VisitList(std::int64_t i, PyObject* list, int depth) {
+  CPYTREE_NOINLINE bool VisitList(std::int64_t i, PyObject* list, int depth) {
     const Node& s = v_.nodes[i];
 #if CPYTREE_FREE_THREADED
     // One state of the list (another thread may resize it), read under its
@@ -295,7 +328,7 @@ class SpecFlattener {
       if (n == static_cast<Py_ssize_t>(s.arity)) {
         PyObject* const* items = reinterpret_cast<PyListObject*>(list)->ob_item;
         if (!kStrict && AllChildrenLeaves(s)) {  // up-to takes leaf children unchecked
-          for (Py_ssize_t k = 0; k < n; ++k) out_->push_back(Py_NewRef(items[k]));
+          for (Py_ssize_t k = 0; k < n; ++k) Append(out_, Py_NewRef(items[k]));
           return true;
         }
         for (Py_ssize_t k = 0; k < n; ++k) Hold(items[k]);
@@ -386,6 +419,17 @@ class SpecFlattener {
     return KeyOrder::kSame;
   }
 
+  // Strict: whether `key` (of `dict`, at position k) == expected[k], which it
+  // is not by identity; else the mismatch is recorded, or an error set. Out
+  // of line (user __eq__, the message): VisitDict's frame is a deep walk's.
+  CPYTREE_NOINLINE bool KeyMatches(PyObject* key, PyObject* const* expected, std::uint32_t arity,
+                                   std::uint32_t k, PyObject* dict) {
+    Ref held_key = Ref::Borrow(key);
+    int eq = KeyEquals(key, expected[k]);
+    if (eq < 0) return false;
+    return eq > 0 || Fail(DictKeysMismatchMessage(expected, arity, dict));
+  }
+
   // An exact dict for a dict spec node. Strict mode checks each key here;
   // up-to mode comes here only after SameKeysInOrder.
   bool VisitDict(std::int64_t i, PyObject* dict, int depth) {
@@ -403,11 +447,8 @@ class SpecFlattener {
       if (!PyDict_Next(dict, &pos, &key, &value) || PyDict_GET_SIZE(dict) != s.arity) {
         return Arity(s, PyDict_GET_SIZE(dict));
       }
-      if (kStrict && key != expected[k]) {
-        Ref held_key = Ref::Borrow(key);
-        int eq = KeyEquals(key, expected[k]);
-        if (eq < 0) return false;
-        if (eq == 0) return Fail(DictKeysMismatchMessage(expected, s.arity, dict));
+      if (kStrict && key != expected[k] && !KeyMatches(key, expected, s.arity, k, dict)) {
+        return false;
       }
       Ref child = Ref::Borrow(value);
       if (!VisitChild(i, k, ChildAt(i, ibase, k), child.get(), depth)) return false;
@@ -453,10 +494,7 @@ class SpecFlattener {
     return Fail(NotALeafMessage(reinterpret_cast<PyObject*>(Py_TYPE(node))));
   }
 
-  void Hold(PyObject* borrowed) {
-    Py_INCREF(borrowed);
-    held_.push_back(borrowed);
-  }
+  void Hold(PyObject* borrowed) { Append(&held_, Py_NewRef(borrowed)); }
 
   // Records the arity mismatch of spec node s. Always false.
   CPYTREE_NOINLINE bool Arity(const Node& s, Py_ssize_t got) {

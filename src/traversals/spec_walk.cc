@@ -121,7 +121,7 @@ inline bool SpecFlattener<kMode>::DictChildren(const Node& s, PyObject* const* i
 }
 
 template <Walk kMode>
-inline Children SpecFlattener<kMode>::TypeMismatch(std::int64_t i, PyObject* node) {
+Children SpecFlattener<kMode>::TypeMismatch(std::int64_t i, PyObject* node) {
   Ref spec_type(NodeType(v_, i));
   if (!spec_type) return Children::kFailed;
   if (v_.nodes[i].kind == NodeKind::kNamedTuple) spec_type = Ref::Borrow(v_.items[v_.nodes[i].ctx]);

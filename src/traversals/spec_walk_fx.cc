@@ -49,7 +49,7 @@ inline Children SpecFlattener<kMode>::FxChildren(std::int64_t i, PyObject* node,
 }
 
 template <Walk kMode>
-inline Children SpecFlattener<kMode>::FxOther(std::int64_t i, PyObject* node, int depth) {
+Children SpecFlattener<kMode>::FxOther(std::int64_t i, PyObject* node, int depth) {
   SpecView sub{v_.nodes + internal::SubtreeBegin(v_.nodes, i), v_.nodes[i].num_nodes, v_.items};
   Ref spec(InternView(sub));
   if (!spec) return Children::kFailed;
@@ -96,7 +96,7 @@ inline Children SpecFlattener<kMode>::FxOther(std::int64_t i, PyObject* node, in
 // children continue the same depth count (nested custom nodes whose fx
 // functions all return short lists recursed without bound before).
 template <Walk kMode>
-inline Children SpecFlattener<kMode>::FxShortChildren(std::int64_t i, PyObject* seq, int depth) {
+Children SpecFlattener<kMode>::FxShortChildren(std::int64_t i, PyObject* seq, int depth) {
   std::vector<std::int64_t> idx;
   internal::ChildIndices(v_.nodes, i, &idx);
   for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq); ++k) {
