@@ -228,7 +228,7 @@ class SpecFlattener {
       if (!Visit(ChildAt(i, ibase, k), held_[base + k], depth + 1)) return ChildFailed(i, k);
     }
     ReleaseFrom(&held_, base);
-    idx_.resize(ibase);
+    PopChildren(i, ibase);
     return true;
   }
 
@@ -244,6 +244,10 @@ class SpecFlattener {
       idx_.push_back(c);
     });
     return ibase;
+  }
+  // Drops what PushChildren(i) pushed (nothing for two children or fewer).
+  void PopChildren(std::int64_t i, std::size_t ibase) {
+    if (v_.nodes[i].arity > 2) idx_.resize(ibase);
   }
   // Child k of spec node i, whose children PushChildren pushed at ibase.
   std::int64_t ChildAt(std::int64_t i, std::size_t ibase, std::uint32_t k) const {
@@ -310,7 +314,7 @@ class SpecFlattener {
       // A tuple is immutable and held by its parent: no per-child reference.
       if (!VisitChild(i, k, ChildAt(i, ibase, k), PyTuple_GET_ITEM(tuple, k), depth)) return false;
     }
-    idx_.resize(ibase);
+    PopChildren(i, ibase);
     return true;
   }
 
@@ -347,7 +351,7 @@ class SpecFlattener {
       Ref child = Ref::Borrow(PyList_GET_ITEM(list, k));
       if (!VisitChild(i, k, ChildAt(i, ibase, k), child.get(), depth)) return false;
     }
-    idx_.resize(ibase);
+    PopChildren(i, ibase);
     return true;
 #endif
   }
@@ -393,7 +397,7 @@ class SpecFlattener {
       // By index: the stacks may grow (and move) inside the visit.
       if (!VisitChild(i, k, ChildAt(i, ibase, k), held_[base + k], depth)) return false;
     }
-    idx_.resize(ibase);
+    PopChildren(i, ibase);
     ReleaseFrom(&held_, base);
     ReleaseFrom(&keys_, kbase);
     return true;
@@ -453,7 +457,7 @@ class SpecFlattener {
       Ref child = Ref::Borrow(value);
       if (!VisitChild(i, k, ChildAt(i, ibase, k), child.get(), depth)) return false;
     }
-    idx_.resize(ibase);
+    PopChildren(i, ibase);
     return true;
   }
 
