@@ -245,9 +245,7 @@ class SpecFlattener {
   std::size_t PushChildren(std::int64_t i) {
     std::size_t ibase = idx_.size();
     if (v_.nodes[i].arity <= 2) return ibase;
-    internal::ForEachChildReversed(v_.nodes, i, [&](std::int64_t c) {
-      idx_.push_back(c);
-    });
+    internal::ForEachChildReversed(v_.nodes, i, [&](std::int64_t c) { idx_.push_back(c); });
     return ibase;
   }
   // Drops what PushChildren(i) pushed (nothing for two children or fewer).
