@@ -392,10 +392,9 @@ class SpecFlattener {
     }
     std::size_t ibase = PushChildren(i);
     for (std::uint32_t k = 0; k < s.arity; ++k) {
-      if (keys_[kbase + k] != expected[k]) {
-        int eq = KeyEquals(keys_[kbase + k], expected[k]);
-        if (eq < 0) return false;
-        if (eq == 0) return Fail(DictKeysMismatchMessage(expected, s.arity, dict));
+      if (keys_[kbase + k] != expected[k] &&
+          !KeyMatches(keys_[kbase + k], expected, s.arity, k, dict)) {
+        return false;
       }
       // By index: the stacks may grow (and move) inside the visit.
       if (!VisitChild(i, k, ChildAt(i, ibase, k), held_[base + k], depth)) return false;
